@@ -1,0 +1,12 @@
+// Time as an input: the cores take a Clock; the daemons pass the real one, tests a fake.
+export interface Clock {
+  /** Monotonic milliseconds (leases, timeouts). Never goes back. */
+  monotonicMs(): number;
+  /** Wall-clock milliseconds since the epoch, for display only. */
+  wallMs(): number;
+}
+
+export const systemClock: Clock = {
+  monotonicMs: () => performance.now(),
+  wallMs: () => Date.now(),
+};

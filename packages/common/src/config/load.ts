@@ -1,0 +1,82 @@
+// Loads the configuration: a JSON or YAML file, then VGPU_* environment overrides, then the
+// schema. An invalid value is a ConfigError naming the field, the value and the rule.
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import type { z } from "zod";
+import { type Config, ConfigSchema } from "./schema.js";
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/**
+ * VGPU_DEVICE__VRAM_BYTES=1GiB sets device.vramBytes: `__` separates levels, and each level is
+ * UPPER_SNAKE for a camelCase key. Values are parsed as JSON when they can be, else strings.
+ */
+export function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const root: Record<string, unknown> = {};
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith("VGPU_") || raw === undefined || name === "VGPU_CONFIG") continue;
+    const path = name.slice(5).split("__").map(camel);
+    let node = root;
+    for (const key of path.slice(0, -1)) {
+      if (typeof node[key] !== "object" || node[key] === null) node[key] = {};
+      node = node[key] as Record<string, unknown>;
+    }
+    node[path.at(-1)!] = parseValue(raw);
+  }
+  return root;
+}
+
+const camel = (s: string) =>
+  s.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+
+function parseValue(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+function merge(base: unknown, over: unknown): unknown {
+  if (typeof base !== "object" || base === null || Array.isArray(base)) return over;
+  if (typeof over !== "object" || over === null || Array.isArray(over)) return over;
+  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
+  for (const [k, v] of Object.entries(over)) out[k] = merge(out[k], v);
+  return out;
+}
+
+export function readConfigFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new ConfigError(`config file ${path}: ${(e as Error).message}`);
+  }
+  try {
+    return path.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
+  } catch (e) {
+    throw new ConfigError(
+      `config file ${path}: not valid ${path.endsWith(".json") ? "JSON" : "YAML"}: ${(e as Error).message}`,
+    );
+  }
+}
+
+export function parseConfig(input: unknown): Config {
+  const result = ConfigSchema.safeParse(input ?? {}, { reportInput: true });
+  if (result.success) return result.data;
+  throw new ConfigError(result.error.issues.map(describeIssue).join("\n"));
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const field = issue.path.length > 0 ? issue.path.join(".") : "(root)";
+  const value = "input" in issue ? ` = ${JSON.stringify(issue.input)}` : "";
+  return `config: ${field}${value}: ${issue.message}`;
+}
+
+/** File (optional) + environment overrides + defaults, validated. */
+export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv }): Config {
+  const fromFile = options.file ? readConfigFile(options.file) : {};
+  return parseConfig(merge(fromFile ?? {}, envOverrides(options.env ?? {})));
+}

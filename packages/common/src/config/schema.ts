@@ -1,0 +1,86 @@
+// The node's configuration: one schema, validated at start. Every field has a default that is
+// safe for the local demo; docs/configuration.md documents each with its unit.
+import { z } from "zod";
+
+const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+
+/** Bytes, as a number or a string such as "64MiB". */
+const bytes = (min: number, max: number) =>
+  z.preprocess(
+    (v) => {
+      if (typeof v !== "string") return v;
+      const m = /^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB)?\s*$/.exec(v);
+      return m ? Math.round(Number(m[1]) * UNITS[m[2] ?? "B"]!) : v;
+    },
+    z
+      .number()
+      .int()
+      .min(min, `must be at least ${min} bytes`)
+      .max(max, `must be at most ${max} bytes`),
+  );
+
+const count = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/** host:port, port 0 meaning "any free port". */
+const address = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port");
+
+export const TenantSchema = z.strictObject({
+  name: z.string().min(1).max(64),
+  /** Bearer token of the tenant's guests. */
+  token: z.string().min(8, "must be at least 8 characters"),
+  vramQuotaBytes: bytes(4096, 2 ** 40).default(1024 ** 3),
+  boQuota: count(1, 1_000_000).default(4096),
+});
+
+export const ConfigSchema = z.strictObject({
+  nodeId: z.string().min(1).max(64).default("node-a"),
+  role: z.enum(["standalone"]).default("standalone"),
+  stateDir: z.string().min(1).default(".vgpu-state"),
+  guest: z
+    .strictObject({
+      listen: address.default("127.0.0.1:7400"),
+      maxMessageBytes: bytes(64 * 1024, 1024 ** 3).default(64 * 1024 ** 2),
+      /** Frames a session may have sent but not yet acknowledged. */
+      maxFramesInFlight: count(1, 65536).default(1024),
+    })
+    .prefault({}),
+  ops: z
+    .strictObject({
+      listen: address.default("127.0.0.1:9400"),
+      /** Bearer token for mutating endpoints; none means they are disabled. */
+      token: z.string().min(16, "must be at least 16 characters").optional(),
+    })
+    .prefault({}),
+  device: z
+    .strictObject({
+      /** Device-handle generator seed; give the two nodes different seeds. */
+      seed: count(0, 0xffffffff).default(1),
+      vramBytes: bytes(1024 ** 2, 2 ** 40).default(4 * 1024 ** 3),
+      maxBoBytes: bytes(4096, 1024 ** 3).default(1024 ** 3),
+      /** Work units (about one per element operation) of one kernel launch. */
+      maxKernelWork: count(1, 2 ** 40).default(2 ** 31),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      maxDmaBytes: bytes(1, 1024 ** 3).default(64 * 1024 ** 2),
+      maxStoresPerBatch: count(1, 1 << 20).default(65536),
+      replyCacheFrames: count(1, 1 << 20).default(4096),
+      replyCacheBytes: bytes(0, 1024 ** 3).default(64 * 1024 ** 2),
+    })
+    .prefault({}),
+  tenants: z
+    .array(TenantSchema)
+    .min(1)
+    .default([{ name: "demo", token: "demo-token", vramQuotaBytes: 1024 ** 3, boQuota: 4096 }]),
+  log: z
+    .strictObject({
+      level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+    })
+    .prefault({}),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type TenantConfig = z.infer<typeof TenantSchema>;

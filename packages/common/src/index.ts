@@ -1,0 +1,10 @@
+export * from "./calls.js";
+export * from "./clock.js";
+export * from "./config/load.js";
+export * from "./config/schema.js";
+export * from "./errors.js";
+export * from "./grpc/service-adapter.js";
+export * from "./log.js";
+export * from "./metrics.js";
+export * from "./wire/call-codec.js";
+export * as wire from "./wire/messages.js";
