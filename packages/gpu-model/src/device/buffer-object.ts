@@ -1,0 +1,24 @@
+// A buffer object: whole 4 KiB pages of VRAM and typed views over them, made once per buffer.
+// Allocation sizes are rounded up to pages (like a real driver's allocation granularity), so
+// the size a guest sees is the page-rounded size.
+import type { KernelBuffer } from "./kernels/types.js";
+
+export class BufferObject implements KernelBuffer {
+  readonly id: number;
+  readonly byteLength: number;
+  readonly bytes: Uint8Array;
+  readonly u32: Uint32Array;
+  readonly i32: Int32Array;
+  readonly f32: Float32Array;
+  mapped = false;
+
+  constructor(id: number, byteLength: number) {
+    this.id = id;
+    this.byteLength = byteLength;
+    const memory = new ArrayBuffer(byteLength);
+    this.bytes = new Uint8Array(memory);
+    this.u32 = new Uint32Array(memory);
+    this.i32 = new Int32Array(memory);
+    this.f32 = new Float32Array(memory);
+  }
+}

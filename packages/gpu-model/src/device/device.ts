@@ -1,0 +1,183 @@
+// The GPU device: VRAM, contexts and buffer objects addressed by device handles, and the
+// operations on them. Pure and deterministic: same seed and same calls ⇒ same handles and
+// bytes. Callers (the paravirtual backend) translate guest handles before calling in.
+import { ErrorCode } from "@vgpu-ha/common/errors";
+import { BufferObject } from "./buffer-object.js";
+import { type Failure, fail, inRange, outOfBounds } from "./failure.js";
+import { HandleGenerator } from "./handle-generator.js";
+import { KERNELS } from "./kernels/index.js";
+import type { ResolvedArg, SlotKind } from "./kernels/types.js";
+import { roundUpToPage, Vram } from "./vram.js";
+
+export interface DeviceOptions {
+  /** Seed of the device-handle generator; use different seeds on the two nodes. */
+  readonly seed: number;
+  readonly vramBytes: number;
+  /** Largest single buffer; at most 1 GiB (one ArrayBuffer each). */
+  readonly maxBoBytes: number;
+  /** Largest work (kernel-defined units, about one per element operation) of one launch. */
+  readonly maxKernelWork: number;
+}
+
+export class DeviceContext {
+  readonly handle: number;
+  readonly bos = new Map<number, BufferObject>();
+  constructor(handle: number) {
+    this.handle = handle;
+  }
+}
+
+/** An argument of a launch after handle translation: a buffer or a scalar of a slot kind. */
+export type DeviceArg =
+  | { readonly kind: "buffer"; readonly bo: BufferObject }
+  | { readonly kind: Exclude<SlotKind, "buffer">; readonly value: number };
+
+export class Device {
+  readonly options: DeviceOptions;
+  readonly vram: Vram;
+  private readonly contexts = new Map<number, DeviceContext>();
+  private readonly handles: HandleGenerator;
+  private readonly usedHandles = new Set<number>();
+  private bufferCount = 0;
+
+  constructor(options: DeviceOptions) {
+    this.options = options;
+    this.vram = new Vram(options.vramBytes);
+    this.handles = new HandleGenerator(options.seed);
+  }
+
+  get boCount(): number {
+    return this.bufferCount;
+  }
+
+  get contextCount(): number {
+    return this.contexts.size;
+  }
+
+  createContext(): DeviceContext {
+    const ctx = new DeviceContext(this.newHandle());
+    this.contexts.set(ctx.handle, ctx);
+    return ctx;
+  }
+
+  context(handle: number): DeviceContext | undefined {
+    return this.contexts.get(handle);
+  }
+
+  destroyContext(ctx: DeviceContext): void {
+    for (const handle of [...ctx.bos.keys()]) this.freeBo(ctx, handle);
+    this.contexts.delete(ctx.handle);
+    this.usedHandles.delete(ctx.handle);
+  }
+
+  /** Checks an allocation size; the page-rounded size on success. */
+  checkAllocSize(sizeBytes: number): Failure | number {
+    if (!Number.isSafeInteger(sizeBytes) || sizeBytes <= 0 || sizeBytes > this.options.maxBoBytes) {
+      return fail(
+        ErrorCode.INVALID_SIZE,
+        `size ${sizeBytes} must be 1..${this.options.maxBoBytes} bytes`,
+      );
+    }
+    return roundUpToPage(sizeBytes);
+  }
+
+  allocBo(ctx: DeviceContext, sizeBytes: number): Failure | BufferObject {
+    const size = this.checkAllocSize(sizeBytes);
+    if (typeof size !== "number") return size;
+    if (this.vram.reserve(size) === null) {
+      return fail(
+        ErrorCode.OUT_OF_MEMORY,
+        `VRAM full: ${this.vram.usedBytes} of ${this.vram.totalBytes} bytes used, ${size} asked`,
+      );
+    }
+    const bo = new BufferObject(this.newHandle(), size);
+    ctx.bos.set(bo.id, bo);
+    this.bufferCount++;
+    return bo;
+  }
+
+  freeBo(ctx: DeviceContext, handle: number): void {
+    const bo = ctx.bos.get(handle);
+    if (bo === undefined) return;
+    ctx.bos.delete(handle);
+    this.usedHandles.delete(handle);
+    this.vram.release(bo.byteLength);
+    this.bufferCount--;
+  }
+
+  dmaWrite(bo: BufferObject, offset: number, data: Uint8Array): Failure | null {
+    if (!inRange(offset, data.byteLength, bo.byteLength)) {
+      return outOfBounds("dma write", offset, data.byteLength, bo.byteLength);
+    }
+    bo.bytes.set(data, offset);
+    return null;
+  }
+
+  /** A copy of the bytes (VRAM keeps changing after the call returns). */
+  dmaRead(bo: BufferObject, offset: number, length: number): Failure | Uint8Array {
+    if (!inRange(offset, length, bo.byteLength)) {
+      return outOfBounds("dma read", offset, length, bo.byteLength);
+    }
+    return bo.bytes.slice(offset, offset + length);
+  }
+
+  copy(
+    src: BufferObject,
+    srcOffset: number,
+    dst: BufferObject,
+    dstOffset: number,
+    length: number,
+  ): Failure | null {
+    if (!inRange(srcOffset, length, src.byteLength)) {
+      return outOfBounds("copy source", srcOffset, length, src.byteLength);
+    }
+    if (!inRange(dstOffset, length, dst.byteLength)) {
+      return outOfBounds("copy destination", dstOffset, length, dst.byteLength);
+    }
+    if (src === dst) src.bytes.copyWithin(dstOffset, srcOffset, srcOffset + length);
+    else dst.bytes.set(src.bytes.subarray(srcOffset, srcOffset + length), dstOffset);
+    return null;
+  }
+
+  launch(kernelName: string, args: readonly DeviceArg[]): Failure | null {
+    const kernel = KERNELS.get(kernelName);
+    if (kernel === undefined) return fail(ErrorCode.UNKNOWN_KERNEL, `no kernel "${kernelName}"`);
+    if (args.length !== kernel.slots.length) {
+      return fail(
+        ErrorCode.BAD_KERNEL_ARGS,
+        `${kernelName} takes ${kernel.slots.length} arguments, got ${args.length}`,
+      );
+    }
+    const resolved: ResolvedArg[] = [];
+    for (let i = 0; i < args.length; i++) {
+      const slot = kernel.slots[i]!;
+      const arg = args[i]!;
+      if (arg.kind !== slot.kind) {
+        return fail(
+          ErrorCode.BAD_KERNEL_ARGS,
+          `${kernelName} argument ${i} (${slot.name}) must be ${slot.kind}, got ${arg.kind}`,
+        );
+      }
+      resolved.push(arg.kind === "buffer" ? arg.bo : arg.value);
+    }
+    const rejection = kernel.validate(resolved);
+    if (rejection !== null) {
+      return fail(ErrorCode.BAD_KERNEL_ARGS, `${kernelName}: ${rejection.message}`);
+    }
+    const work = kernel.work(resolved);
+    if (work > this.options.maxKernelWork) {
+      return fail(
+        ErrorCode.LIMIT_EXCEEDED,
+        `${kernelName}: work ${work} above the per-launch limit ${this.options.maxKernelWork}`,
+      );
+    }
+    kernel.run(resolved);
+    return null;
+  }
+
+  private newHandle(): number {
+    const handle = this.handles.next((h) => this.usedHandles.has(h));
+    this.usedHandles.add(handle);
+    return handle;
+  }
+}

@@ -1,0 +1,41 @@
+// saxpy_f32(y, x, n, a): y[i] = fround(fround(a*x[i]) + y[i]). y may alias x (elementwise).
+import { bufferArg, checkFits, scalarArg } from "./args.js";
+import { CANONICAL_NAN_BITS } from "./f32.js";
+import type { KernelSpec, ResolvedArg } from "./types.js";
+
+function unpack(args: readonly ResolvedArg[]) {
+  return {
+    y: bufferArg(args, 0),
+    x: bufferArg(args, 1),
+    n: scalarArg(args, 2),
+    a: scalarArg(args, 3),
+  };
+}
+
+export const saxpyF32Kernel: KernelSpec = {
+  name: "saxpy_f32",
+  slots: [
+    { name: "y", kind: "buffer" },
+    { name: "x", kind: "buffer" },
+    { name: "n", kind: "u32" },
+    { name: "a", kind: "f32" },
+  ],
+  validate(args) {
+    const { y, x, n } = unpack(args);
+    return checkFits("y", y, n) ?? checkFits("x", x, n);
+  },
+  work(args) {
+    return unpack(args).n;
+  },
+  run(args) {
+    const { y, x, n, a } = unpack(args);
+    const yf = y.f32;
+    const yu = y.u32;
+    const xf = x.f32;
+    for (let i = 0; i < n; i++) {
+      const value = Math.fround(Math.fround(a * xf[i]!) + yf[i]!);
+      if (Number.isNaN(value)) yu[i] = CANONICAL_NAN_BITS;
+      else yf[i] = value;
+    }
+  },
+};

@@ -1,0 +1,166 @@
+// Proves stencil2d_f32 equals a naive 2-D reference (clamped 5-point stencil, fround after every
+// operation, fresh grids per iteration) bit for bit (NaNs canonical) on random float32 grids,
+// shapes (1×1, 1×N, N×1, capacity-filling) and iteration counts (0 copies src's bits); that src
+// and everything past width*height in dst are untouched; and that validate rejects bad shapes,
+// overruns and dst == src.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { stencil2dF32Kernel } from "./stencil2d-f32.js";
+import {
+  bitsDiff,
+  bitsToF32,
+  f32BitsArb,
+  f32ScalarArb,
+  f32ToBits,
+  guardsIntact,
+  makeBuffer,
+  PAGE_ELEMENTS,
+  pagesFor,
+  snapshot,
+} from "./test-support.js";
+
+function clamp(value: number, max: number): number {
+  return Math.min(Math.max(value, 0), max);
+}
+
+function reference(
+  dstBits: Uint32Array,
+  srcBits: Uint32Array,
+  width: number,
+  height: number,
+  iterations: number,
+  alpha: number,
+): Uint32Array {
+  const after = dstBits.slice();
+  if (iterations === 0) {
+    for (let i = 0; i < width * height; i++) after[i] = srcBits[i]!;
+    return after;
+  }
+  let grid: number[][] = [];
+  for (let y = 0; y < height; y++) {
+    grid.push([]);
+    for (let x = 0; x < width; x++) grid[y]!.push(bitsToF32(srcBits[y * width + x]!));
+  }
+  const at = (y: number, x: number) => grid[clamp(y, height - 1)]![clamp(x, width - 1)]!;
+  for (let it = 0; it < iterations; it++) {
+    const next: number[][] = [];
+    for (let y = 0; y < height; y++) {
+      next.push([]);
+      for (let x = 0; x < width; x++) {
+        const c = at(y, x);
+        const sum = Math.fround(
+          Math.fround(Math.fround(at(y - 1, x) + at(y + 1, x)) + at(y, x + 1)) + at(y, x - 1),
+        );
+        const laplacian = Math.fround(sum - Math.fround(4 * c));
+        next[y]!.push(Math.fround(c + Math.fround(alpha * laplacian)));
+      }
+    }
+    grid = next;
+  }
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) after[y * width + x] = f32ToBits(grid[y]![x]!);
+  }
+  return after;
+}
+
+interface Case {
+  width: number;
+  height: number;
+  iterations: number;
+  alpha: number;
+  src: number[];
+  dst: number[];
+}
+
+function check({ width, height, iterations, alpha, src: srcBits, dst: dstBits }: Case) {
+  const pages = pagesFor(width * height);
+  const dst = makeBuffer(1, pages, dstBits);
+  const src = makeBuffer(2, pages, srcBits);
+  const srcBefore = snapshot(src);
+  const expected = reference(snapshot(dst), srcBefore, width, height, iterations, alpha);
+  const args = [dst, src, width, height, iterations, alpha];
+  expect(stencil2dF32Kernel.validate(args)).toBeNull();
+  stencil2dF32Kernel.run(args);
+  expect(bitsDiff(dst.u32, expected)).toBeNull();
+  expect(bitsDiff(src.u32, srcBefore)).toBeNull();
+  expect(guardsIntact(dst) && guardsIntact(src)).toBe(true);
+}
+
+const caseArb = (maxSide: number, maxIterations: number): fc.Arbitrary<Case> =>
+  fc
+    .tuple(fc.integer({ min: 1, max: maxSide }), fc.integer({ min: 1, max: maxSide }))
+    .chain(([width, height]) =>
+      fc.record({
+        width: fc.constant(width),
+        height: fc.constant(height),
+        iterations: fc.nat({ max: maxIterations }),
+        alpha: f32ScalarArb,
+        src: fc.array(f32BitsArb, { minLength: width * height, maxLength: width * height }),
+        dst: fc.array(f32BitsArb, { maxLength: width * height + 4 }),
+      }),
+    );
+
+describe("stencil2d_f32", () => {
+  it("matches the naive reference bit for bit on random grids", () => {
+    fc.assert(fc.property(caseArb(9, 5), (testCase) => check(testCase)));
+  });
+
+  it("handles 1×1, 1×N, N×1, capacity-filling grids and 0 or several iterations", () => {
+    const shapes = [
+      [1, 1],
+      [1, 13],
+      [13, 1],
+      [2, 2],
+      [32, 32],
+      [1, PAGE_ELEMENTS],
+    ] as const;
+    fc.assert(
+      fc.property(
+        fc.array(f32BitsArb, { minLength: PAGE_ELEMENTS, maxLength: PAGE_ELEMENTS }),
+        f32ScalarArb,
+        (bits, alpha) => {
+          for (const [width, height] of shapes) {
+            for (const iterations of [0, 1, 2, 7]) {
+              const src = bits.slice(0, width * height);
+              check({ width, height, iterations, alpha, src, dst: bits.slice(3) });
+            }
+          }
+        },
+      ),
+      { numRuns: 3 },
+    );
+  });
+
+  it("copies src's exact bits, NaN payloads included, for 0 iterations", () => {
+    check({
+      width: 2,
+      height: 2,
+      iterations: 0,
+      alpha: 0.5,
+      src: [0x7fc00123, 0xff800001, 0x80000000, 1],
+      dst: [],
+    });
+  });
+
+  it("rejects zero sides, overruns and dst == src", () => {
+    const dst = makeBuffer(1, 1);
+    const src = makeBuffer(2, 1);
+    expect(stencil2dF32Kernel.validate([dst, src, 0, 4, 1, 0.5])?.reason).toBe("args");
+    expect(stencil2dF32Kernel.validate([dst, src, 4, 0, 1, 0.5])?.reason).toBe("args");
+    expect(stencil2dF32Kernel.validate([src, src, 4, 4, 1, 0.5])?.reason).toBe("args");
+    expect(stencil2dF32Kernel.validate([dst, src, 33, 32, 1, 0.5])?.reason).toBe("args");
+    expect(stencil2dF32Kernel.validate([dst, makeBuffer(3, 2), 32, 64, 1, 0.5])?.reason).toBe(
+      "args",
+    );
+    expect(stencil2dF32Kernel.validate([dst, src, 0xffffffff, 0xffffffff, 1, 0.5])?.reason).toBe(
+      "args",
+    );
+    expect(stencil2dF32Kernel.validate([dst, src, 32, 32, 0xffffffff, Number.NaN])).toBeNull();
+  });
+
+  it("reports width*height*max(iterations, 1) work", () => {
+    const dst = makeBuffer(1, 1);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 5, 0.5])).toBe(60);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 0, 0.5])).toBe(12);
+  });
+});

@@ -1,0 +1,84 @@
+// stencil2d_f32(dst, src, width, height, iterations, alpha): a hotspot-like 5-point stencil on
+// a row-major width×height float32 grid, neighbours clamped at the edges:
+//   new = c + alpha*((((n + s) + e) + w) - 4c), fround after every operation.
+// src is only read; two scratch grids ping-pong between iterations and the last one is copied
+// into dst. iterations = 0 copies src's bits unchanged. dst may not alias src.
+import { bufferArg, checkDistinct, checkFits, checkPositive, scalarArg } from "./args.js";
+import { canonicalizeNaNs } from "./f32.js";
+import type { KernelSpec, ResolvedArg } from "./types.js";
+
+function unpack(args: readonly ResolvedArg[]) {
+  return {
+    dst: bufferArg(args, 0),
+    src: bufferArg(args, 1),
+    width: scalarArg(args, 2),
+    height: scalarArg(args, 3),
+    iterations: scalarArg(args, 4),
+    alpha: scalarArg(args, 5),
+  };
+}
+
+/** One iteration from `from` into `to`, both exactly width*height long. */
+function step(from: Float32Array, to: Float32Array, width: number, height: number, alpha: number) {
+  const lastX = width - 1;
+  for (let y = 0; y < height; y++) {
+    const row = y * width;
+    const north = (y > 0 ? y - 1 : 0) * width;
+    const south = (y < height - 1 ? y + 1 : y) * width;
+    for (let x = 0; x < width; x++) {
+      const c = from[row + x]!;
+      const n = from[north + x]!;
+      const s = from[south + x]!;
+      const e = from[row + (x < lastX ? x + 1 : x)]!;
+      const w = from[row + (x > 0 ? x - 1 : 0)]!;
+      const sum = Math.fround(Math.fround(Math.fround(n + s) + e) + w);
+      const laplacian = Math.fround(sum - Math.fround(4 * c));
+      to[row + x] = Math.fround(c + Math.fround(alpha * laplacian));
+    }
+  }
+}
+
+export const stencil2dF32Kernel: KernelSpec = {
+  name: "stencil2d_f32",
+  slots: [
+    { name: "dst", kind: "buffer" },
+    { name: "src", kind: "buffer" },
+    { name: "width", kind: "u32" },
+    { name: "height", kind: "u32" },
+    { name: "iterations", kind: "u32" },
+    { name: "alpha", kind: "f32" },
+  ],
+  validate(args) {
+    const { dst, src, width, height } = unpack(args);
+    return (
+      checkPositive("width", width) ??
+      checkPositive("height", height) ??
+      checkDistinct("dst", dst, "src", src) ??
+      checkFits("dst", dst, width, height) ??
+      checkFits("src", src, width, height)
+    );
+  },
+  work(args) {
+    const { width, height, iterations } = unpack(args);
+    return width * height * Math.max(iterations, 1);
+  },
+  run(args) {
+    const { dst, src, width, height, iterations, alpha } = unpack(args);
+    const cells = width * height;
+    if (iterations === 0) {
+      dst.u32.set(src.u32.subarray(0, cells));
+      return;
+    }
+    let from = new Float32Array(cells);
+    let to = new Float32Array(cells);
+    step(src.f32.subarray(0, cells), from, width, height, alpha);
+    for (let i = 1; i < iterations; i++) {
+      step(from, to, width, height, alpha);
+      const done = to;
+      to = from;
+      from = done;
+    }
+    dst.f32.set(from);
+    canonicalizeNaNs(dst.f32, dst.u32, 0, cells);
+  },
+};

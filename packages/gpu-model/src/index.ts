@@ -1,0 +1,15 @@
+export { BufferObject } from "./device/buffer-object.js";
+export { Device, type DeviceArg, type DeviceOptions } from "./device/device.js";
+export type { Failure } from "./device/failure.js";
+export { KERNELS } from "./device/kernels/index.js";
+export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
+export { PAGE_SIZE_BYTES } from "./device/vram.js";
+export { computeDigest, type StateDigest } from "./digest.js";
+export {
+  Backend,
+  type BackendOptions,
+  type FrameOutcome,
+  type TenantQuota,
+} from "./paravirt/backend.js";
+export type { DirtyPage, Extent } from "./paravirt/mmio-tracker.js";
+export type { SessionLimits } from "./paravirt/session-table.js";

@@ -1,0 +1,431 @@
+// The paravirtual backend: the system-call layer in front of the device. It validates every
+// call, owns the guest-handle tables (guest handles are assigned here from counters that never
+// reuse a value, and map to the device's own handles), tenants and their quotas, the session
+// table with frame ordering and cached replies, and the MMIO trap. Both roles drive it the same
+// way; a failing call changes no GPU state.
+import {
+  type Call,
+  type CallResult,
+  ErrorCode,
+  type Frame,
+  invariant,
+  NO_OUTPUT,
+  type StoreBatch,
+} from "@vgpu-ha/common";
+import type { BufferObject } from "../device/buffer-object.js";
+import {
+  Device,
+  type DeviceArg,
+  type DeviceContext,
+  type DeviceOptions,
+} from "../device/device.js";
+import { type Failure, fail, inRange } from "../device/failure.js";
+import { type DirtyPage, MmioTracker, type TrackedBuffer } from "./mmio-tracker.js";
+import { type SessionLimits, SessionRecord } from "./session-table.js";
+
+export interface TenantQuota {
+  readonly vramBytes: number;
+  readonly bos: number;
+}
+
+export interface BackendOptions {
+  readonly device: DeviceOptions;
+  readonly tenants: ReadonlyMap<string, TenantQuota>;
+  readonly session: SessionLimits;
+  /** Largest DMA read or write of one call. */
+  readonly maxDmaBytes: number;
+  readonly maxStoresPerBatch: number;
+  /** Record dirty pages for replication; a standalone node may switch it off. */
+  readonly trackMmio: boolean;
+}
+
+export type FrameOutcome =
+  /** The frame was the session's next and was executed (its result may be an error). */
+  | { readonly kind: "applied"; readonly result: CallResult }
+  /** A re-send of a frame already applied: its cached reply; nothing executed again. */
+  | { readonly kind: "duplicate"; readonly result: CallResult }
+  /** Not applied at all (out of order, or repeated with no cached reply); nothing changed. */
+  | { readonly kind: "rejected"; readonly result: CallResult };
+
+export interface GuestBo extends TrackedBuffer {
+  readonly bo: BufferObject;
+}
+
+export class GuestContext {
+  readonly handle: number;
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly device: DeviceContext;
+  readonly bos = new Map<number, GuestBo>();
+  nextBoHandle = 1;
+  fenceValue = 0;
+
+  constructor(handle: number, tenant: string, sessionId: string, device: DeviceContext) {
+    this.handle = handle;
+    this.tenant = tenant;
+    this.sessionId = sessionId;
+    this.device = device;
+  }
+}
+
+interface TenantUsage {
+  vramBytes: number;
+  bos: number;
+}
+
+const ok = (output: CallResult["output"] = NO_OUTPUT): CallResult => ({
+  code: ErrorCode.OK,
+  message: "",
+  output,
+});
+const failed = (f: Failure): CallResult => ({
+  code: f.code,
+  message: f.message,
+  output: NO_OUTPUT,
+});
+
+export class Backend {
+  readonly options: BackendOptions;
+  readonly device: Device;
+  readonly mmio = new MmioTracker();
+  readonly contexts = new Map<number, GuestContext>();
+  readonly sessions = new Map<string, SessionRecord>();
+  private readonly usage = new Map<string, TenantUsage>();
+  nextContextHandle = 1;
+
+  constructor(options: BackendOptions) {
+    this.options = options;
+    this.device = new Device(options.device);
+  }
+
+  // ---- sessions and frames ----
+
+  openSession(id: string, tenant: string): Failure | SessionRecord {
+    if (!this.options.tenants.has(tenant)) return fail(ErrorCode.UNAUTHENTICATED, "unknown tenant");
+    invariant(!this.sessions.has(id), `session id ${id} opened twice`);
+    const session = new SessionRecord(id, tenant);
+    this.sessions.set(id, session);
+    return session;
+  }
+
+  /** Ends a session: its contexts (and their buffers) are destroyed. */
+  closeSession(id: string): void {
+    const session = this.sessions.get(id);
+    if (session === undefined) return;
+    for (const handle of [...session.contexts]) this.destroyContext(this.contexts.get(handle)!);
+    this.sessions.delete(id);
+  }
+
+  /** Applies the session's next frame exactly once; see FrameOutcome. */
+  applyFrame(session: SessionRecord, frame: Frame): FrameOutcome {
+    if (frame.number <= session.lastFrame) {
+      const cached = session.replies.get(frame.number);
+      if (cached !== undefined) return { kind: "duplicate", result: cached };
+      return {
+        kind: "rejected",
+        result: failed(
+          fail(ErrorCode.FRAME_REPEATED, `frame ${frame.number} already applied, reply not cached`),
+        ),
+      };
+    }
+    if (frame.number !== session.lastFrame + 1) {
+      return {
+        kind: "rejected",
+        result: failed(
+          fail(
+            ErrorCode.FRAME_OUT_OF_ORDER,
+            `frame ${frame.number} is not the next frame (${session.lastFrame + 1})`,
+          ),
+        ),
+      };
+    }
+    const result =
+      frame.body.kind === "call"
+        ? this.execute(session, frame.body.call)
+        : this.applyStores(session, frame.body.batch);
+    session.lastFrame = frame.number;
+    session.remember(frame.number, result, this.options.session);
+    return { kind: "applied", result };
+  }
+
+  // ---- calls ----
+
+  execute(session: SessionRecord, call: Call): CallResult {
+    switch (call.op) {
+      case "contextCreate":
+        return this.createContext(session);
+      case "contextDestroy": {
+        const ctx = this.ownContext(session, call.context);
+        if (!(ctx instanceof GuestContext)) return failed(ctx);
+        this.destroyContext(ctx);
+        return ok();
+      }
+      case "boAlloc":
+        return this.allocBo(session, call.context, call.sizeBytes);
+      case "boFree": {
+        const found = this.ownBo(session, call.context, call.bo);
+        if ("code" in found) return failed(found);
+        this.freeBo(found.ctx, found.gbo);
+        return ok();
+      }
+      case "boMap":
+      case "boUnmap":
+        return this.setMapped(session, call.context, call.bo, call.op === "boMap");
+      case "dmaWrite":
+        return this.dmaWrite(session, call);
+      case "dmaRead":
+        return this.dmaRead(session, call);
+      case "boCopy":
+        return this.copy(session, call);
+      case "kernelLaunch":
+        return this.launch(session, call);
+      case "fence": {
+        const ctx = this.ownContext(session, call.context);
+        if (!(ctx instanceof GuestContext)) return failed(ctx);
+        // Execution is synchronous: every earlier call of the context has completed.
+        ctx.fenceValue++;
+        return ok({ kind: "fence", value: ctx.fenceValue });
+      }
+    }
+  }
+
+  private createContext(session: SessionRecord): CallResult {
+    const handle = this.nextContextHandle++;
+    const ctx = new GuestContext(handle, session.tenant, session.id, this.device.createContext());
+    this.contexts.set(handle, ctx);
+    session.contexts.add(handle);
+    return ok({ kind: "handle", handle });
+  }
+
+  private destroyContext(ctx: GuestContext): void {
+    for (const gbo of [...ctx.bos.values()]) this.freeBo(ctx, gbo);
+    this.device.destroyContext(ctx.device);
+    this.contexts.delete(ctx.handle);
+    this.sessions.get(ctx.sessionId)?.contexts.delete(ctx.handle);
+  }
+
+  private allocBo(session: SessionRecord, context: number, sizeBytes: number): CallResult {
+    const ctx = this.ownContext(session, context);
+    if (!(ctx instanceof GuestContext)) return failed(ctx);
+    const size = this.device.checkAllocSize(sizeBytes);
+    if (typeof size !== "number") return failed(size);
+    const quota = this.options.tenants.get(ctx.tenant)!;
+    const used = this.usageOf(ctx.tenant);
+    if (used.bos + 1 > quota.bos || used.vramBytes + size > quota.vramBytes) {
+      return failed(
+        fail(
+          ErrorCode.QUOTA_EXCEEDED,
+          `tenant quota: ${used.bos}/${quota.bos} buffers, ${used.vramBytes}+${size}/${quota.vramBytes} bytes`,
+        ),
+      );
+    }
+    const bo = this.device.allocBo(ctx.device, size);
+    if ("code" in bo) return failed(bo);
+    const handle = ctx.nextBoHandle++;
+    ctx.bos.set(handle, { context: ctx.handle, handle, bo, bytes: bo.bytes });
+    used.bos++;
+    used.vramBytes += bo.byteLength;
+    return ok({ kind: "handle", handle });
+  }
+
+  private freeBo(ctx: GuestContext, gbo: GuestBo): void {
+    this.mmio.forget(gbo);
+    ctx.bos.delete(gbo.handle);
+    this.device.freeBo(ctx.device, gbo.bo.id);
+    const used = this.usageOf(ctx.tenant);
+    used.bos--;
+    used.vramBytes -= gbo.bo.byteLength;
+  }
+
+  private setMapped(session: SessionRecord, context: number, bo: number, map: boolean): CallResult {
+    const found = this.ownBo(session, context, bo);
+    if ("code" in found) return failed(found);
+    const target = found.gbo.bo;
+    if (map && target.mapped) return failed(fail(ErrorCode.ALREADY_MAPPED, `buffer ${bo} mapped`));
+    if (!map && !target.mapped)
+      return failed(fail(ErrorCode.NOT_MAPPED, `buffer ${bo} not mapped`));
+    target.mapped = map;
+    return ok();
+  }
+
+  private dmaWrite(session: SessionRecord, call: Call & { op: "dmaWrite" }): CallResult {
+    const found = this.ownBo(session, call.context, call.bo);
+    if ("code" in found) return failed(found);
+    const tooBig = this.checkDmaSize(call.data.byteLength);
+    if (tooBig) return failed(tooBig);
+    const failure = this.device.dmaWrite(found.gbo.bo, call.offset, call.data);
+    return failure ? failed(failure) : ok();
+  }
+
+  private dmaRead(session: SessionRecord, call: Call & { op: "dmaRead" }): CallResult {
+    const found = this.ownBo(session, call.context, call.bo);
+    if ("code" in found) return failed(found);
+    const tooBig = this.checkDmaSize(call.length);
+    if (tooBig) return failed(tooBig);
+    const data = this.device.dmaRead(found.gbo.bo, call.offset, call.length);
+    return data instanceof Uint8Array ? ok({ kind: "data", data }) : failed(data);
+  }
+
+  private copy(session: SessionRecord, call: Call & { op: "boCopy" }): CallResult {
+    const src = this.ownBo(session, call.context, call.srcBo);
+    if ("code" in src) return failed(src);
+    const dst = this.ownBo(session, call.context, call.dstBo);
+    if ("code" in dst) return failed(dst);
+    const failure = this.device.copy(
+      src.gbo.bo,
+      call.srcOffset,
+      dst.gbo.bo,
+      call.dstOffset,
+      call.length,
+    );
+    return failure ? failed(failure) : ok();
+  }
+
+  private launch(session: SessionRecord, call: Call & { op: "kernelLaunch" }): CallResult {
+    const ctx = this.ownContext(session, call.context);
+    if (!(ctx instanceof GuestContext)) return failed(ctx);
+    const args: DeviceArg[] = [];
+    for (const [i, arg] of call.args.entries()) {
+      if (arg.kind === "buffer") {
+        const gbo = ctx.bos.get(arg.bo);
+        if (gbo === undefined) {
+          return failed(fail(ErrorCode.UNKNOWN_BO, `argument ${i}: no buffer ${arg.bo}`));
+        }
+        args.push({ kind: "buffer", bo: gbo.bo });
+      } else {
+        const bad = checkScalar(arg.kind, arg.value);
+        if (bad) return failed(fail(ErrorCode.BAD_KERNEL_ARGS, `argument ${i}: ${bad}`));
+        args.push(arg);
+      }
+    }
+    const failure = this.device.launch(call.kernel, args);
+    return failure ? failed(failure) : ok();
+  }
+
+  // ---- MMIO ----
+
+  /** Applies a batch of stores, all or nothing: every store is checked before any is applied. */
+  applyStores(session: SessionRecord, batch: StoreBatch): CallResult {
+    const found = this.ownBo(session, batch.context, batch.bo);
+    if ("code" in found) return failed(found);
+    const { gbo } = found;
+    if (!gbo.bo.mapped) return failed(fail(ErrorCode.NOT_MAPPED, `buffer ${batch.bo} not mapped`));
+    const invalid = this.checkStores(batch, gbo.bo.byteLength);
+    if (invalid) return failed(invalid);
+    const { offsets, widths, data } = batch;
+    const vram = gbo.bo.bytes;
+    const masks = this.options.trackMmio ? this.mmio.masksFor(gbo) : undefined;
+    let at = 0;
+    for (let i = 0; i < offsets.length; i++) {
+      const offset = offsets[i]!;
+      const width = widths[i]!;
+      for (let k = 0; k < width; k++) vram[offset + k] = data[at + k]!;
+      at += width;
+      if (masks) this.mmio.mark(masks, offset, width);
+    }
+    return ok();
+  }
+
+  private checkStores(batch: StoreBatch, size: number): Failure | null {
+    const { offsets, widths, data } = batch;
+    const count = offsets.length;
+    if (widths.length !== count) {
+      return fail(ErrorCode.MALFORMED, `${count} offsets but ${widths.length} widths`);
+    }
+    if (count > this.options.maxStoresPerBatch) {
+      return fail(
+        ErrorCode.LIMIT_EXCEEDED,
+        `${count} stores in one batch, limit ${this.options.maxStoresPerBatch}`,
+      );
+    }
+    let bytes = 0;
+    for (let i = 0; i < count; i++) {
+      const offset = offsets[i]!;
+      const width = widths[i]!;
+      if (width !== 1 && width !== 2 && width !== 4 && width !== 8) {
+        return fail(ErrorCode.BAD_STORE, `store ${i}: width ${width} is not 1, 2, 4 or 8`);
+      }
+      if (offset % width !== 0) {
+        return fail(ErrorCode.BAD_STORE, `store ${i}: offset ${offset} not aligned to ${width}`);
+      }
+      if (!inRange(offset, width, size)) {
+        return fail(
+          ErrorCode.OUT_OF_BOUNDS,
+          `store ${i}: offset ${offset} width ${width} outside ${size} bytes`,
+        );
+      }
+      bytes += width;
+    }
+    if (bytes !== data.byteLength) {
+      return fail(ErrorCode.MALFORMED, `stores need ${bytes} data bytes, got ${data.byteLength}`);
+    }
+    return null;
+  }
+
+  /** Dirty pages since the last take, with their written bytes; see MmioTracker.take. */
+  takeDirtyPages(): DirtyPage[] {
+    return this.mmio.take();
+  }
+
+  // ---- lookups ----
+
+  private ownContext(session: SessionRecord, handle: number): GuestContext | Failure {
+    const ctx = this.contexts.get(handle);
+    // Another session's context is exactly as unknown as one never created.
+    if (ctx === undefined || ctx.sessionId !== session.id) {
+      return fail(ErrorCode.UNKNOWN_CONTEXT, `no context ${handle}`);
+    }
+    return ctx;
+  }
+
+  private ownBo(
+    session: SessionRecord,
+    context: number,
+    bo: number,
+  ): Failure | { ctx: GuestContext; gbo: GuestBo } {
+    const ctx = this.ownContext(session, context);
+    if (!(ctx instanceof GuestContext)) return ctx;
+    const gbo = ctx.bos.get(bo);
+    if (gbo === undefined)
+      return fail(ErrorCode.UNKNOWN_BO, `no buffer ${bo} in context ${context}`);
+    return { ctx, gbo };
+  }
+
+  private checkDmaSize(length: number): Failure | null {
+    if (length > this.options.maxDmaBytes) {
+      return fail(
+        ErrorCode.LIMIT_EXCEEDED,
+        `DMA of ${length} bytes above the limit ${this.options.maxDmaBytes}`,
+      );
+    }
+    return null;
+  }
+
+  private usageOf(tenant: string): TenantUsage {
+    let used = this.usage.get(tenant);
+    if (used === undefined) {
+      used = { vramBytes: 0, bos: 0 };
+      this.usage.set(tenant, used);
+    }
+    return used;
+  }
+
+  tenantUsage(tenant: string): Readonly<TenantUsage> {
+    return this.usageOf(tenant);
+  }
+}
+
+function checkScalar(kind: "u32" | "i32" | "f32", value: number): string | null {
+  switch (kind) {
+    case "u32":
+      return Number.isInteger(value) && value >= 0 && value <= 0xffffffff
+        ? null
+        : `u32 ${value} out of range`;
+    case "i32":
+      return Number.isInteger(value) && value >= -0x80000000 && value <= 0x7fffffff
+        ? null
+        : `i32 ${value} out of range`;
+    case "f32":
+      return Object.is(Math.fround(value), value) ? null : `f32 ${value} not a float32 value`;
+  }
+}

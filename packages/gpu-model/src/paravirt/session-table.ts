@@ -1,0 +1,41 @@
+// The session table: per session, the last frame applied and the replies of recent frames,
+// so a guest that re-sends after a reconnect or failover gets the original reply instead of a
+// second application. Part of the replicated state.
+import type { CallResult } from "@vgpu-ha/common";
+
+export interface SessionLimits {
+  /** Replies kept per session (must cover the guest's frames in flight). */
+  readonly replyCacheFrames: number;
+  /** Bytes of reply data kept per session; the oldest go first. */
+  readonly replyCacheBytes: number;
+}
+
+export class SessionRecord {
+  readonly id: string;
+  readonly tenant: string;
+  lastFrame = 0;
+  readonly contexts = new Set<number>();
+  /** frame number → reply, oldest first. */
+  readonly replies = new Map<number, CallResult>();
+  private replyBytes = 0;
+
+  constructor(id: string, tenant: string) {
+    this.id = id;
+    this.tenant = tenant;
+  }
+
+  remember(frame: number, result: CallResult, limits: SessionLimits): void {
+    this.replies.set(frame, result);
+    this.replyBytes += replySize(result);
+    for (const [oldFrame, old] of this.replies) {
+      if (this.replies.size <= limits.replyCacheFrames && this.replyBytes <= limits.replyCacheBytes)
+        break;
+      this.replies.delete(oldFrame);
+      this.replyBytes -= replySize(old);
+    }
+  }
+}
+
+function replySize(result: CallResult): number {
+  return result.output.kind === "data" ? result.output.data.byteLength : 0;
+}
