@@ -1,0 +1,4 @@
+export { type DemoStep, runDemo } from "./demo/demo-guest.js";
+export { ErrorCode, errorName, SessionClosedError, VgpuError } from "./errors.js";
+export { MappedBuffer } from "./mapped-buffer.js";
+export { buf, f32, i32, Session, type SessionOptions, u32 } from "./session.js";

@@ -1,0 +1,3 @@
+export { type NodeAddresses, splitHostPort, VgpuNode } from "./node.js";
+export { buildOpsApp, type OpsDeps, type Readiness } from "./ops/ops-app.js";
+export { type SpawnedNode, spawnVgpud, VGPUD_BIN } from "./process/spawn-node.js";

@@ -1,0 +1,91 @@
+// Starts a real vgpud process with a config written to a file, and learns its addresses from
+// its "node serving" log line. Used by the local launcher, the integration tests and the
+// benchmarks; every caller must stop() what it started.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const VGPUD_BIN = fileURLToPath(new URL("../bin/vgpud.js", import.meta.url));
+
+export interface SpawnedNode {
+  readonly process: ChildProcess;
+  readonly pid: number;
+  /** host:port of the guest API. */
+  readonly guest: string;
+  /** Base URL of the ops HTTP server. */
+  readonly ops: string;
+  readonly logFile: string;
+  /** Resolves with the exit code (or the signal name) when the process ends. */
+  readonly exited: Promise<number | string>;
+  /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<number | string>;
+}
+
+export async function spawnVgpud(options: {
+  /** The config object (see packages/common/src/config/schema.ts); written as JSON. */
+  config: Record<string, unknown>;
+  /** Directory for the config file and the node's log. */
+  dir: string;
+  name?: string;
+  startTimeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+}): Promise<SpawnedNode> {
+  const name = options.name ?? String(options.config.nodeId ?? "node");
+  mkdirSync(options.dir, { recursive: true });
+  const configFile = join(options.dir, `${name}.json`);
+  const logFile = join(options.dir, `${name}.log`);
+  writeFileSync(configFile, JSON.stringify(options.config, null, 2));
+  const child = spawn(process.execPath, [VGPUD_BIN, "--config", configFile], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: options.env ?? process.env,
+  });
+  const log = createWriteStream(logFile);
+  child.stderr.pipe(log, { end: false });
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
+  );
+  const addresses = await new Promise<{ guest: string; ops: string }>((resolve, reject) => {
+    const timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `${name}: not serving after ${options.startTimeoutMs ?? 15000} ms (log: ${logFile})`,
+          ),
+        ),
+      options.startTimeoutMs ?? 15000,
+    );
+    const lines = createInterface({ input: child.stdout });
+    lines.on("line", (line) => {
+      log.write(`${line}\n`);
+      try {
+        const entry = JSON.parse(line) as { msg?: string; guest?: string; ops?: string };
+        if (entry.msg === "node serving" && entry.guest && entry.ops) {
+          clearTimeout(timer);
+          resolve({ guest: entry.guest, ops: entry.ops });
+        }
+      } catch {
+        // not a log line of ours
+      }
+    });
+    exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name}: exited (${code}) before serving (log: ${logFile})`));
+    });
+  }).catch((e: unknown) => {
+    child.kill("SIGKILL");
+    throw e;
+  });
+  const stop = async (graceMs = 5000) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    }
+    return exited;
+  };
+  return { process: child, pid: child.pid!, ...addresses, logFile, exited, stop };
+}
