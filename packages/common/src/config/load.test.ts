@@ -1,0 +1,62 @@
+// Proves config loading: defaults are complete, env overrides reach nested fields, sizes
+// accept units, and every invalid value fails with the field, the value and the rule.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, envOverrides, loadConfig, parseConfig } from "./load.js";
+
+describe("config", () => {
+  it("fills every default from nothing", () => {
+    const c = parseConfig({});
+    expect(c.guest.listen).toBe("127.0.0.1:7400");
+    expect(c.ops.listen).toBe("127.0.0.1:9400");
+    expect(c.ops.token).toBeUndefined();
+    expect(c.device.vramBytes).toBe(4 * 1024 ** 3);
+    expect(c.tenants[0]?.name).toBe("demo");
+  });
+
+  it("maps VGPU_* variables to nested camelCase fields with JSON values", () => {
+    expect(
+      envOverrides({
+        VGPU_DEVICE__VRAM_BYTES: "1GiB",
+        VGPU_NODE_ID: "b",
+        VGPU_DEVICE__SEED: "9",
+        OTHER: "x",
+      }),
+    ).toEqual({ device: { vramBytes: "1GiB", seed: 9 }, nodeId: "b" });
+  });
+
+  it("lets the environment override the file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "vgpu-cfg-"));
+    const file = join(dir, "node.yaml");
+    writeFileSync(file, "nodeId: from-file\ndevice:\n  seed: 3\n  vramBytes: 64MiB\n");
+    const c = loadConfig({ file, env: { VGPU_DEVICE__SEED: "4" } });
+    expect(c).toMatchObject({
+      nodeId: "from-file",
+      device: { seed: 4, vramBytes: 64 * 1024 ** 2 },
+    });
+  });
+
+  it.each([
+    [{ device: { vramBytes: -5 } }, /device\.vramBytes = -5: must be at least/],
+    [{ device: { vramBytes: "lots" } }, /device\.vramBytes = "lots"/],
+    [{ guest: { listen: "nohost" } }, /guest\.listen = "nohost": must be host:port/],
+    [{ ops: { token: "short" } }, /ops\.token = "short": must be at least 16 characters/],
+    [{ tenants: [{ name: "x", token: "abc" }] }, /tenants\.0\.token = "abc"/],
+    [{ devcie: {} }, /devcie|Unrecognized key/],
+    [{ log: { level: "loud" } }, /log\.level = "loud"/],
+  ])("refuses %j", (input, message) => {
+    expect(() => parseConfig(input)).toThrow(ConfigError);
+    expect(() => parseConfig(input)).toThrow(message);
+  });
+
+  it("names a missing or unparsable file", () => {
+    expect(() => loadConfig({ file: "/nonexistent/vgpu.yaml" })).toThrow(
+      /\/nonexistent\/vgpu\.yaml/,
+    );
+    const dir = mkdtempSync(join(tmpdir(), "vgpu-cfg-"));
+    writeFileSync(join(dir, "bad.json"), "{ nope");
+    expect(() => loadConfig({ file: join(dir, "bad.json") })).toThrow(/not valid JSON/);
+  });
+});
