@@ -1,0 +1,30 @@
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|all`. Each prints a table
+// and writes bench/results/<name>.json.
+import { runGpuModel } from "./gpu-model.js";
+import { runGuest } from "./guest.js";
+
+const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
+  ["gpu-model", runGpuModel],
+  ["guest", runGuest],
+]);
+
+const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;
+
+async function main(argv: readonly string[]): Promise<number> {
+  const name = argv[0];
+  if (argv.length !== 1 || name === undefined || (name !== "all" && !BENCHMARKS.has(name))) {
+    console.error(USAGE);
+    return 2;
+  }
+  const chosen = name === "all" ? [...BENCHMARKS.values()] : [BENCHMARKS.get(name)!];
+  for (const run of chosen) await run();
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error("bench: failed:", e);
+    process.exit(1);
+  },
+);
