@@ -13,3 +13,7 @@ export {
 } from "./paravirt/backend.js";
 export type { DirtyPage, Extent } from "./paravirt/mmio-tracker.js";
 export type { SessionLimits } from "./paravirt/session-table.js";
+export { type GuestBo, GuestContext } from "./paravirt/backend.js";
+export { sameSummary, summarizeResult } from "./paravirt/result-summary.js";
+export { exportMeta, SnapshotSource } from "./snapshot/snapshot-source.js";
+export { SnapshotSink } from "./snapshot/snapshot-sink.js";

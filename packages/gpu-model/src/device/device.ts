@@ -70,9 +70,13 @@ export class Device {
     this.usedHandles.delete(ctx.handle);
   }
 
-  /** Checks an allocation size; the page-rounded size on success. */
+  /** Checks an allocation size; the page-rounded size on success (which must fit the limit). */
   checkAllocSize(sizeBytes: number): Failure | number {
-    if (!Number.isSafeInteger(sizeBytes) || sizeBytes <= 0 || sizeBytes > this.options.maxBoBytes) {
+    if (
+      !Number.isSafeInteger(sizeBytes) ||
+      sizeBytes <= 0 ||
+      roundUpToPage(sizeBytes) > this.options.maxBoBytes
+    ) {
       return fail(
         ErrorCode.INVALID_SIZE,
         `size ${sizeBytes} must be 1..${this.options.maxBoBytes} bytes`,

@@ -8,11 +8,15 @@ import {
   type CallResult,
   ErrorCode,
   type Frame,
+  type FrameRecord,
   invariant,
   NO_OUTPUT,
+  type PageWrite,
+  type SnapshotMeta,
   type StoreBatch,
 } from "@vgpu-ha/common";
 import type { BufferObject } from "../device/buffer-object.js";
+import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import {
   Device,
   type DeviceArg,
@@ -92,10 +96,52 @@ export class Backend {
   readonly sessions = new Map<string, SessionRecord>();
   private readonly usage = new Map<string, TenantUsage>();
   nextContextHandle = 1;
+  /** Record dirty pages for replication (a primary in per-page mode); starts from options. */
+  trackMmio: boolean;
+  /**
+   * Called before any guest-visible byte of a buffer changes, with the byte range about to
+   * change. A snapshot in progress uses it to keep pages it has not sent yet (copy-on-write).
+   */
+  beforeWrite: ((gbo: GuestBo, start: number, end: number) => void) | undefined;
 
   constructor(options: BackendOptions) {
     this.options = options;
     this.device = new Device(options.device);
+    this.trackMmio = options.trackMmio;
+  }
+
+  /**
+   * A backend holding a snapshot's metadata: contexts and buffers (zero-filled, on this
+   * node's own device), sessions with their replies, and the counters.
+   */
+  static restore(options: BackendOptions, meta: SnapshotMeta): Backend | Failure {
+    const backend = new Backend(options);
+    backend.nextContextHandle = meta.nextContextHandle;
+    for (const s of meta.sessions) {
+      const session = new SessionRecord(s.sessionId, s.tenant);
+      session.lastFrame = s.lastFrame;
+      for (const r of s.replies) session.remember(r.frame, r.result, options.session);
+      backend.sessions.set(s.sessionId, session);
+    }
+    for (const c of meta.contexts) {
+      const session = backend.sessions.get(c.sessionId);
+      if (session === undefined) return fail(ErrorCode.MALFORMED, `context ${c.handle} of no session`);
+      const ctx = new GuestContext(c.handle, c.tenant, c.sessionId, backend.device.createContext());
+      ctx.nextBoHandle = c.nextBoHandle;
+      ctx.fenceValue = c.fenceValue;
+      backend.contexts.set(c.handle, ctx);
+      session.contexts.add(c.handle);
+      const used = backend.usageOf(c.tenant);
+      for (const b of c.bos) {
+        const bo = backend.device.allocBo(ctx.device, b.sizeBytes);
+        if ("code" in bo) return bo;
+        bo.mapped = b.mapped;
+        ctx.bos.set(b.handle, { context: c.handle, handle: b.handle, bo, bytes: bo.bytes });
+        used.bos++;
+        used.vramBytes += bo.byteLength;
+      }
+    }
+    return backend;
   }
 
   // ---- sessions and frames ----
@@ -118,6 +164,13 @@ export class Backend {
 
   /** Applies the session's next frame exactly once; see FrameOutcome. */
   applyFrame(session: SessionRecord, frame: Frame): FrameOutcome {
+    if (this.sessions.get(session.id) !== session) {
+      // A record kept past its session's close: nothing may run under it.
+      return {
+        kind: "rejected",
+        result: failed(fail(ErrorCode.UNKNOWN_SESSION, "session closed")),
+      };
+    }
     if (frame.number <= session.lastFrame) {
       const cached = session.replies.get(frame.number);
       if (cached !== undefined) return { kind: "duplicate", result: cached };
@@ -253,7 +306,11 @@ export class Backend {
     if ("code" in found) return failed(found);
     const tooBig = this.checkDmaSize(call.data.byteLength);
     if (tooBig) return failed(tooBig);
-    const failure = this.device.dmaWrite(found.gbo.bo, call.offset, call.data);
+    const bo = found.gbo.bo;
+    if (this.beforeWrite && inRange(call.offset, call.data.byteLength, bo.byteLength)) {
+      this.beforeWrite(found.gbo, call.offset, call.offset + call.data.byteLength);
+    }
+    const failure = this.device.dmaWrite(bo, call.offset, call.data);
     return failure ? failed(failure) : ok();
   }
 
@@ -271,6 +328,9 @@ export class Backend {
     if ("code" in src) return failed(src);
     const dst = this.ownBo(session, call.context, call.dstBo);
     if ("code" in dst) return failed(dst);
+    if (this.beforeWrite && inRange(call.dstOffset, call.length, dst.gbo.bo.byteLength)) {
+      this.beforeWrite(dst.gbo, call.dstOffset, call.dstOffset + call.length);
+    }
     const failure = this.device.copy(
       src.gbo.bo,
       call.srcOffset,
@@ -285,12 +345,14 @@ export class Backend {
     const ctx = this.ownContext(session, call.context);
     if (!(ctx instanceof GuestContext)) return failed(ctx);
     const args: DeviceArg[] = [];
+    const buffers: GuestBo[] = [];
     for (const [i, arg] of call.args.entries()) {
       if (arg.kind === "buffer") {
         const gbo = ctx.bos.get(arg.bo);
         if (gbo === undefined) {
           return failed(fail(ErrorCode.UNKNOWN_BO, `argument ${i}: no buffer ${arg.bo}`));
         }
+        buffers.push(gbo);
         args.push({ kind: "buffer", bo: gbo.bo });
       } else {
         const bad = checkScalar(arg.kind, arg.value);
@@ -298,6 +360,8 @@ export class Backend {
         args.push(arg);
       }
     }
+    // Kernels may write any buffer they are given: a snapshot keeps them all.
+    for (const gbo of buffers) this.beforeWrite?.(gbo, 0, gbo.bo.byteLength);
     const failure = this.device.launch(call.kernel, args);
     return failure ? failed(failure) : ok();
   }
@@ -314,7 +378,16 @@ export class Backend {
     if (invalid) return failed(invalid);
     const { offsets, widths, data } = batch;
     const vram = gbo.bo.bytes;
-    const masks = this.options.trackMmio ? this.mmio.masksFor(gbo) : undefined;
+    if (this.beforeWrite) {
+      let lo = Number.POSITIVE_INFINITY;
+      let hi = 0;
+      for (let i = 0; i < offsets.length; i++) {
+        lo = Math.min(lo, offsets[i]!);
+        hi = Math.max(hi, offsets[i]! + widths[i]!);
+      }
+      if (hi > 0) this.beforeWrite(gbo, lo, hi);
+    }
+    const masks = this.trackMmio ? this.mmio.masksFor(gbo) : undefined;
     let at = 0;
     for (let i = 0; i < offsets.length; i++) {
       const offset = offsets[i]!;
@@ -365,6 +438,60 @@ export class Backend {
   /** Dirty pages since the last take, with their written bytes; see MmioTracker.take. */
   takeDirtyPages(): DirtyPage[] {
     return this.mmio.take();
+  }
+
+  // ---- applying what a primary did (standby side) ----
+
+  /**
+   * Writes MMIO page batches shipped by a primary: every extent into the named buffer's page.
+   * All or nothing: an unknown buffer or an extent outside its page changes nothing.
+   */
+  applyPageWrites(pages: readonly PageWrite[]): Failure | null {
+    const targets: GuestBo[] = [];
+    for (const page of pages) {
+      const gbo = this.contexts.get(page.context)?.bos.get(page.bo);
+      if (gbo === undefined) {
+        return fail(ErrorCode.UNKNOWN_BO, `page batch names ${page.context}/${page.bo}`);
+      }
+      const pageStart = page.pageIndex * PAGE_SIZE_BYTES;
+      for (const e of page.extents) {
+        const inPage = inRange(e.offsetInPage, e.data.byteLength, PAGE_SIZE_BYTES);
+        if (!inPage || !inRange(pageStart + e.offsetInPage, e.data.byteLength, gbo.bo.byteLength)) {
+          return fail(ErrorCode.OUT_OF_BOUNDS, `page batch extent outside ${page.context}/${page.bo}`);
+        }
+      }
+      targets.push(gbo);
+    }
+    for (const [i, page] of pages.entries()) {
+      const vram = targets[i]!.bo.bytes;
+      const pageStart = page.pageIndex * PAGE_SIZE_BYTES;
+      for (const e of page.extents) vram.set(e.data, pageStart + e.offsetInPage);
+    }
+    return null;
+  }
+
+  /** Records a frame the primary applied without executing it here (store frames). */
+  recordFrame(record: FrameRecord): Failure | null {
+    const session = this.sessions.get(record.sessionId);
+    if (session === undefined) return fail(ErrorCode.UNKNOWN_SESSION, "frame of unknown session");
+    if (record.frame !== session.lastFrame + 1) {
+      return fail(
+        ErrorCode.FRAME_OUT_OF_ORDER,
+        `frame ${record.frame} recorded after ${session.lastFrame}`,
+      );
+    }
+    session.lastFrame = record.frame;
+    session.remember(
+      record.frame,
+      { code: record.code, message: record.message, output: NO_OUTPUT },
+      this.options.session,
+    );
+    return null;
+  }
+
+  /** Guest handles of a context's buffers (for the handle delta of a destroy). */
+  boHandlesOf(context: number): number[] {
+    return [...(this.contexts.get(context)?.bos.keys() ?? [])];
   }
 
   // ---- lookups ----

@@ -54,7 +54,7 @@ export function checkDistinct(
   b: KernelBuffer,
 ): KernelRejection | null {
   if (a.id !== b.id) return null;
-  return rejectArgs(`${nameA} and ${nameB} must be different buffers (both are buffer ${a.id})`);
+  return rejectArgs(`${nameA} and ${nameB} must be different buffers`);
 }
 
 /** Rejects a scalar that must be at least 1. */
