@@ -12,6 +12,21 @@ export interface NodeGauges {
   bos(): number;
   vramUsedBytes(): number;
   vramTotalBytes(): number;
+  replication(): ReplicationGauges;
+}
+
+/** Replication state read at scrape time; zeros where a role has no such thing. */
+export interface ReplicationGauges {
+  readonly lastSeq: number;
+  readonly appliedSeq: number;
+  readonly acknowledgedSeq: number;
+  readonly lagEntries: number;
+  readonly lagBytes: number;
+  readonly lagSeconds: number;
+  readonly connected: boolean;
+  readonly snapshotInProgress: boolean;
+  /** Standby: a complete, non-diverged replica. */
+  readonly eligible: boolean;
 }
 
 export const ROLES = ["standalone", "primary", "standby"] as const;
@@ -46,6 +61,30 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
   simple("vgpu_bos", "Buffer objects allocated", gauges.bos);
   simple("vgpu_vram_used_bytes", "VRAM allocated to buffers", gauges.vramUsedBytes);
   simple("vgpu_vram_total_bytes", "VRAM size of the device", gauges.vramTotalBytes);
+  const r = gauges.replication;
+  simple("vgpu_last_seq", "Highest log seq this node has (primary: written)", () => r().lastSeq);
+  simple("vgpu_applied_seq", "Highest seq the standby has applied", () => r().appliedSeq);
+  simple(
+    "vgpu_acknowledged_seq",
+    "Highest seq whose frames were acknowledged to guests",
+    () => r().acknowledgedSeq,
+  );
+  simple("vgpu_replication_lag_entries", "Log entries the standby lacks", () => r().lagEntries);
+  simple("vgpu_replication_lag_bytes", "Log bytes the standby lacks", () => r().lagBytes);
+  simple(
+    "vgpu_replication_lag_seconds",
+    "Age of the oldest entry the standby lacks",
+    () => r().lagSeconds,
+  );
+  simple("vgpu_replication_connected", "1 while the replication link is up", () =>
+    r().connected ? 1 : 0,
+  );
+  simple("vgpu_snapshot_in_progress", "1 while a snapshot is being transferred", () =>
+    r().snapshotInProgress ? 1 : 0,
+  );
+  simple("vgpu_standby_eligible", "1 when this standby could take over", () =>
+    r().eligible ? 1 : 0,
+  );
 
   return {
     registry,
@@ -77,6 +116,70 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       name: "vgpu_sessions_opened_total",
       help: "Guest sessions opened or resumed, by kind (new, resume)",
       labelNames: ["kind"],
+      registers,
+    }),
+    replicatedEntries: new Counter({
+      name: "vgpu_replication_entries_total",
+      help: "Log entries sent to the standby, by kind",
+      labelNames: ["kind"],
+      registers,
+    }),
+    replicatedBytes: new Counter({
+      name: "vgpu_replication_bytes_total",
+      help: "Log entry bytes sent to the standby, by kind",
+      labelNames: ["kind"],
+      registers,
+    }),
+    appliedEntries: new Counter({
+      name: "vgpu_applied_entries_total",
+      help: "Log entries applied by this standby",
+      registers,
+    }),
+    mmioPageBatches: new Counter({
+      name: "vgpu_mmio_page_batches_total",
+      help: "MMIO page batches cut (per-page replication)",
+      registers,
+    }),
+    mmioPagesShipped: new Counter({
+      name: "vgpu_mmio_pages_shipped_total",
+      help: "Dirty pages shipped in page batches",
+      registers,
+    }),
+    mmioBytesShipped: new Counter({
+      name: "vgpu_mmio_shipped_bytes_total",
+      help: "MMIO bytes shipped to the standby (written extents, or single stores)",
+      registers,
+    }),
+    snapshots: new Counter({
+      name: "vgpu_snapshots_total",
+      help: "Snapshots by event (started, completed, resumed)",
+      labelNames: ["event"],
+      registers,
+    }),
+    snapshotBytes: new Counter({
+      name: "vgpu_snapshot_bytes_total",
+      help: "Snapshot bytes sent",
+      registers,
+    }),
+    snapshotDuration: new Histogram({
+      name: "vgpu_snapshot_duration_seconds",
+      help: "Time from the start of a snapshot to its last acknowledged chunk",
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    }),
+    resumes: new Counter({
+      name: "vgpu_replication_resumes_total",
+      help: "Standby reconnections served from the retained log, without a snapshot",
+      registers,
+    }),
+    divergences: new Counter({
+      name: "vgpu_divergences_total",
+      help: "Divergences detected between the replicas",
+      registers,
+    }),
+    staleEpochRefusals: new Counter({
+      name: "vgpu_stale_epoch_refusals_total",
+      help: "Messages refused because they carried an older epoch",
       registers,
     }),
     sessionErrors: new Counter({

@@ -1,7 +1,6 @@
 // The gRPC server of the guest port: binds, and stops (gracefully, then by force).
 import * as grpc from "@grpc/grpc-js";
-import { addService, wire } from "@vgpu-ha/common";
-import type { GuestService } from "./guest-service.js";
+import { addService, type ServiceHandlers, wire } from "@vgpu-ha/common";
 
 export interface GuestServer {
   readonly server: grpc.Server;
@@ -11,14 +10,14 @@ export interface GuestServer {
 
 export async function startGuestServer(options: {
   listen: string;
-  service: GuestService;
+  handlers: ServiceHandlers<typeof wire.Guest>;
   maxMessageBytes: number;
 }): Promise<GuestServer> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": options.maxMessageBytes,
     "grpc.max_send_message_length": options.maxMessageBytes,
   });
-  addService(server, wire.Guest, options.service.handlers());
+  addService(server, wire.Guest, options.handlers);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(options.listen, grpc.ServerCredentials.createInsecure(), (err, p) =>
       err ? reject(err) : resolve(p),

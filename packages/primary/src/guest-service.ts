@@ -1,6 +1,8 @@
 // The guest service: one gRPC bidirectional stream per session. Opens or resumes the session,
-// applies each frame through the backend in order, and answers each Frames message with one
-// Acks message (cumulative acknowledgement plus one result per frame).
+// applies each frame through the sequencer (which logs it for the standby), and answers with
+// Acks: cumulative acknowledgement plus one result per frame. A reply is released only once
+// the standby has applied the frame's entry when the node says so (sync mode), so a guest is
+// never told about anything a failover could lose.
 import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
@@ -16,13 +18,14 @@ import {
   type ServiceHandlers,
   wire,
 } from "@vgpu-ha/common";
-import type { Backend, SessionRecordLike } from "./backend-types.js";
+import type { Sequencer } from "./core/sequencer.js";
 import type { TenantAuth } from "./tenant-auth.js";
 
 type Stream = grpc.ServerDuplexStream<wire.GuestMessage, wire.NodeMessage>;
+type Session = NonNullable<ReturnType<Sequencer["backend"]["sessions"]["get"]>>;
 
 export interface GuestServiceDeps {
-  readonly backend: Backend;
+  readonly sequencer: Sequencer;
   readonly auth: TenantAuth;
   readonly metrics: NodeMetrics;
   readonly log: Logger;
@@ -32,113 +35,187 @@ export interface GuestServiceDeps {
   readonly maxFramesInFlight: number;
   /** Whether this node serves guests now; when not, streams get NOT_PRIMARY. */
   readonly serving: () => boolean;
-  /** Called after each batch of frames was applied (e.g. to drain MMIO dirty pages). */
+  /**
+   * The seq the standby has applied, when replies must wait for it (sync mode with a standby
+   * streaming); undefined when replies go out at once.
+   */
+  readonly replicatedSeq: () => number | undefined;
+  /** Called after each guest message was applied (to schedule MMIO flush and sending). */
   readonly afterApply?: () => void;
+  /** Where guests should go instead, for NOT_PRIMARY. */
+  readonly redirect?: () => string;
+}
+
+interface Held {
+  readonly frame: number;
+  readonly seq: number;
+  readonly result: wire.FrameResult;
+}
+
+/** One guest stream: its session and the replies waiting for replication. */
+interface StreamState {
+  readonly stream: Stream;
+  session: Session | undefined;
+  /** The Opened reply, held until the session-open entry is replicated. */
+  opened: { seq: number; message: wire.NodeMessage } | undefined;
+  readonly held: Held[];
 }
 
 export class GuestService {
   private readonly deps: GuestServiceDeps;
+  private readonly states = new Set<StreamState>();
   /** The live stream of each session; a resume elsewhere ends the older one. */
-  private readonly streams = new Map<string, Stream>();
+  private readonly bySession = new Map<string, StreamState>();
+  private paused = false;
+  /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
+  ackedSeq = 0;
 
   constructor(deps: GuestServiceDeps) {
     this.deps = deps;
   }
 
   get openStreams(): number {
-    return this.streams.size;
+    return this.bySession.size;
+  }
+
+  /** Replies waiting for the standby. */
+  get heldReplies(): number {
+    let n = 0;
+    for (const s of this.states) n += s.held.length;
+    return n;
   }
 
   handlers(): ServiceHandlers<typeof wire.Guest> {
     return { session: (stream) => this.serve(stream) };
   }
 
-  /** Ends every stream with NOT_PRIMARY (shutdown or loss of the role). */
-  endAll(message: string): void {
-    for (const stream of [...this.streams.values()]) {
-      this.sessionError(stream, ErrorCode.NOT_PRIMARY, message);
+  /** Stops (or resumes) reading guest streams: back-pressure while the standby lags. */
+  setPaused(paused: boolean): void {
+    if (paused === this.paused) return;
+    this.paused = paused;
+    for (const s of this.states) {
+      if (paused) s.stream.pause();
+      else s.stream.resume();
     }
-    this.streams.clear();
+  }
+
+  /** Sends every held reply whose entry the standby has now applied. */
+  release(): void {
+    for (const s of this.states) this.flush(s);
+  }
+
+  /** Ends every stream with NOT_PRIMARY (shutdown or loss of the role); held replies are dropped. */
+  endAll(message: string): void {
+    for (const s of [...this.states]) {
+      s.held.length = 0;
+      this.sessionError(s, ErrorCode.NOT_PRIMARY, message, this.deps.redirect?.() ?? "");
+    }
+    this.states.clear();
+    this.bySession.clear();
   }
 
   private serve(stream: Stream): void {
-    let session: SessionRecordLike | undefined;
-    stream.on("data", (message: wire.GuestMessage) => {
-      if (!this.deps.serving()) {
-        this.sessionError(stream, ErrorCode.NOT_PRIMARY, "this node does not serve guests now");
-        return;
-      }
-      const kind = message.kind;
-      if (kind.case === "open") {
-        if (session !== undefined) {
-          this.sessionError(stream, ErrorCode.MALFORMED, "session already open on this stream");
-          return;
-        }
-        session = this.open(stream, kind.value);
-      } else if (kind.case === "frames") {
-        if (session === undefined) {
-          this.sessionError(stream, ErrorCode.MALFORMED, "open the session first");
-          return;
-        }
-        this.applyFrames(stream, session, kind.value.frames);
-      } else if (kind.case === "close") {
-        if (session !== undefined) {
-          this.deps.backend.closeSession(session.id);
-          this.streams.delete(session.id);
-          this.deps.log.debug({ session: session.id }, "session closed");
-        }
-        stream.write(create(wire.NodeMessageSchema, { kind: { case: "closed", value: {} } }));
-        stream.end();
-      } else {
-        this.sessionError(stream, ErrorCode.MALFORMED, "empty guest message");
-      }
-    });
-    stream.on("error", () => this.forget(stream, session));
-    stream.on("cancelled", () => this.forget(stream, session));
+    const state: StreamState = { stream, session: undefined, opened: undefined, held: [] };
+    this.states.add(state);
+    if (this.paused) stream.pause();
+    stream.on("data", (message: wire.GuestMessage) => this.onMessage(state, message));
+    const forget = () => this.forget(state);
+    stream.on("error", forget);
+    stream.on("cancelled", forget);
     stream.on("end", () => {
-      this.forget(stream, session);
+      forget();
       stream.end();
     });
   }
 
-  private forget(stream: Stream, session: SessionRecordLike | undefined): void {
-    if (session !== undefined && this.streams.get(session.id) === stream) {
-      this.streams.delete(session.id);
+  private onMessage(state: StreamState, message: wire.GuestMessage): void {
+    if (!this.deps.serving()) {
+      this.sessionError(
+        state,
+        ErrorCode.NOT_PRIMARY,
+        "this node does not serve guests now",
+        this.deps.redirect?.() ?? "",
+      );
+      return;
+    }
+    const kind = message.kind;
+    switch (kind.case) {
+      case "open":
+        if (state.session !== undefined) {
+          this.sessionError(state, ErrorCode.MALFORMED, "session already open on this stream");
+          return;
+        }
+        this.open(state, kind.value);
+        break;
+      case "frames":
+        if (state.session === undefined) {
+          this.sessionError(state, ErrorCode.MALFORMED, "open the session first");
+          return;
+        }
+        this.applyFrames(state, state.session, kind.value.frames);
+        break;
+      case "close":
+        if (state.session !== undefined) {
+          this.deps.sequencer.closeSession(state.session.id);
+          this.bySession.delete(state.session.id);
+          this.deps.log.debug({ session: state.session.id }, "session closed");
+        }
+        state.stream.write(create(wire.NodeMessageSchema, { kind: { case: "closed", value: {} } }));
+        state.stream.end();
+        this.states.delete(state);
+        break;
+      default:
+        this.sessionError(state, ErrorCode.MALFORMED, "empty guest message");
+        return;
+    }
+    this.deps.afterApply?.();
+  }
+
+  private forget(state: StreamState): void {
+    this.states.delete(state);
+    if (state.session !== undefined && this.bySession.get(state.session.id) === state) {
+      this.bySession.delete(state.session.id);
     }
   }
 
-  private open(stream: Stream, open: wire.Open): SessionRecordLike | undefined {
-    const { backend, auth, metrics } = this.deps;
+  private open(state: StreamState, open: wire.Open): void {
+    const { sequencer, auth, metrics } = this.deps;
     if (!auth.check(open.tenant, open.token)) {
-      this.sessionError(stream, ErrorCode.UNAUTHENTICATED, "unknown tenant or wrong token");
-      return undefined;
+      this.sessionError(state, ErrorCode.UNAUTHENTICATED, "unknown tenant or wrong token");
+      return;
     }
-    let session: SessionRecordLike | undefined;
+    let session: Session | undefined;
+    let seq = 0;
     if (open.resumeSessionId !== "") {
-      session = backend.sessions.get(open.resumeSessionId);
+      session = sequencer.backend.sessions.get(open.resumeSessionId);
       // Someone else's session is exactly as unknown as a session that never existed.
       if (session === undefined || session.tenant !== open.tenant) {
-        this.sessionError(stream, ErrorCode.UNKNOWN_SESSION, "no such session");
-        return undefined;
+        this.sessionError(state, ErrorCode.UNKNOWN_SESSION, "no such session");
+        return;
       }
-      const older = this.streams.get(session.id);
-      if (older !== undefined && older !== stream) {
+      const older = this.bySession.get(session.id);
+      if (older !== undefined && older !== state) {
         this.sessionError(older, ErrorCode.UNKNOWN_SESSION, "session resumed on another stream");
       }
+      // Its frames so far may not all be on the standby yet.
+      seq = sequencer.log.lastSeq + (sequencer.mmioPending ? 1 : 0);
       metrics.sessionsOpened.inc({ kind: "resume" });
     } else {
-      const opened = backend.openSession(randomUUID(), open.tenant);
+      const opened = sequencer.openSession(randomUUID(), open.tenant);
       if ("code" in opened) {
-        this.sessionError(stream, opened.code, opened.message);
-        return undefined;
+        this.sessionError(state, opened.code, opened.message);
+        return;
       }
       session = opened;
+      seq = sequencer.log.lastSeq;
       metrics.sessionsOpened.inc({ kind: "new" });
     }
-    this.streams.set(session.id, stream);
+    state.session = session;
+    this.bySession.set(session.id, state);
     this.deps.log.debug({ session: session.id, tenant: session.tenant }, "session opened");
-    stream.write(
-      create(wire.NodeMessageSchema, {
+    state.opened = {
+      seq,
+      message: create(wire.NodeMessageSchema, {
         kind: {
           case: "opened",
           value: {
@@ -149,34 +226,33 @@ export class GuestService {
           },
         },
       }),
-    );
-    return session;
+    };
+    this.flush(state);
   }
 
-  private applyFrames(
-    stream: Stream,
-    session: SessionRecordLike,
-    frames: readonly wire.Frame[],
-  ): void {
-    const { backend, metrics } = this.deps;
+  private applyFrames(state: StreamState, session: Session, frames: readonly wire.Frame[]): void {
+    const { sequencer, metrics } = this.deps;
     if (frames.length > this.deps.maxFramesInFlight) {
       this.sessionError(
-        stream,
+        state,
         ErrorCode.LIMIT_EXCEEDED,
         `${frames.length} frames in one message, limit ${this.deps.maxFramesInFlight}`,
       );
       return;
     }
-    const results: wire.FrameResult[] = [];
     for (const wireFrame of frames) {
       const frame = decodeFrame(wireFrame);
       if (frame instanceof MalformedError) {
         metrics.frames.inc({ outcome: "rejected" });
-        results.push(encodeFrameResult(Number(wireFrame.number), malformedResult(frame)));
+        state.held.push({
+          frame: session.lastFrame,
+          seq: 0,
+          result: encodeFrameResult(Number(wireFrame.number), malformedResult(frame)),
+        });
         continue;
       }
       const started = process.hrtime.bigint();
-      const outcome = backend.applyFrame(session, frame);
+      const { outcome, seq } = sequencer.applyFrame(session, frame);
       metrics.frames.inc({ outcome: outcome.kind });
       if (outcome.kind === "applied") {
         const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
@@ -187,25 +263,47 @@ export class GuestService {
           metrics.mmioStores.inc(frame.body.batch.offsets.length);
         }
       }
-      results.push(encodeFrameResult(frame.number, outcome.result));
+      state.held.push({
+        frame: session.lastFrame,
+        seq,
+        result: encodeFrameResult(frame.number, outcome.result),
+      });
     }
-    this.deps.afterApply?.();
-    stream.write(
+    this.flush(state);
+  }
+
+  /** Writes the Opened reply and the held results that may go out now, in order. */
+  private flush(state: StreamState): void {
+    const replicated = this.deps.replicatedSeq();
+    const ready = (seq: number) => replicated === undefined || seq <= replicated;
+    if (state.opened) {
+      if (!ready(state.opened.seq)) return;
+      state.stream.write(state.opened.message);
+      state.opened = undefined;
+    }
+    let n = 0;
+    while (n < state.held.length && ready(state.held[n]!.seq)) n++;
+    if (n === 0) return;
+    const out = state.held.splice(0, n);
+    const last = out.at(-1)!;
+    if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
+    state.stream.write(
       create(wire.NodeMessageSchema, {
         kind: {
           case: "acks",
           value: {
             epoch: BigInt(this.deps.epoch()),
-            ackedThrough: BigInt(session.lastFrame),
-            results,
+            ackedThrough: BigInt(last.frame),
+            results: out.map((h) => h.result),
           },
         },
       }),
     );
   }
 
-  private sessionError(stream: Stream, code: ErrorCode, message: string, redirect = ""): void {
+  private sessionError(state: StreamState, code: ErrorCode, message: string, redirect = ""): void {
     this.deps.metrics.sessionErrors.inc({ code: errorName(code) });
+    const stream = state.stream;
     if (stream.writable) {
       stream.write(
         create(wire.NodeMessageSchema, {
@@ -214,6 +312,7 @@ export class GuestService {
       );
       stream.end();
     }
+    this.forget(state);
   }
 }
 

@@ -1,3 +1,17 @@
+export {
+  Sender,
+  type SenderEvent,
+  type SenderOptions,
+  type SenderState,
+  type SnapshotStream,
+} from "./core/sender.js";
+export {
+  type MmioReplication,
+  type Sequenced,
+  Sequencer,
+  type SequencerOptions,
+} from "./core/sequencer.js";
 export { type GuestServer, startGuestServer } from "./guest-server.js";
 export { GuestService, type GuestServiceDeps } from "./guest-service.js";
+export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { TenantAuth } from "./tenant-auth.js";

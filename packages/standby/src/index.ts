@@ -1,3 +1,9 @@
-// The standby role (replication receiver, in-order apply, lease watch, promotion) arrives with
-// the Replication issue; until then a node runs standalone (see packages/daemon).
-export const STANDBY_ROLE = "standby" as const;
+export { type ApplyResult, applyEntry } from "./core/applier.js";
+export {
+  Receiver,
+  type ReceiverEvent,
+  type ReceiverOptions,
+  type ReceiverState,
+} from "./core/receiver.js";
+export { refuseGuests } from "./guest-refusal.js";
+export { ReplicationServer, type ReplicationServerDeps } from "./replication-server.js";

@@ -34,53 +34,116 @@ export const TenantSchema = z.strictObject({
   boQuota: count(1, 1_000_000).default(4096),
 });
 
-export const ConfigSchema = z.strictObject({
-  nodeId: z.string().min(1).max(64).default("node-a"),
-  role: z.enum(["standalone"]).default("standalone"),
-  stateDir: z.string().min(1).default(".vgpu-state"),
-  guest: z
-    .strictObject({
-      listen: address.default("127.0.0.1:7400"),
-      maxMessageBytes: bytes(64 * 1024, 1024 ** 3).default(64 * 1024 ** 2),
-      /** Frames a session may have sent but not yet acknowledged. */
-      maxFramesInFlight: count(1, 65536).default(1024),
-    })
-    .prefault({}),
-  ops: z
-    .strictObject({
-      listen: address.default("127.0.0.1:9400"),
-      /** Bearer token for mutating endpoints; none means they are disabled. */
-      token: z.string().min(16, "must be at least 16 characters").optional(),
-    })
-    .prefault({}),
-  device: z
-    .strictObject({
-      /** Device-handle generator seed; give the two nodes different seeds. */
-      seed: count(0, 0xffffffff).default(1),
-      vramBytes: bytes(1024 ** 2, 2 ** 40).default(4 * 1024 ** 3),
-      maxBoBytes: bytes(4096, 1024 ** 3).default(1024 ** 3),
-      /** Work units (about one per element operation) of one kernel launch. */
-      maxKernelWork: count(1, 2 ** 40).default(2 ** 31),
-    })
-    .prefault({}),
-  limits: z
-    .strictObject({
-      maxDmaBytes: bytes(1, 1024 ** 3).default(64 * 1024 ** 2),
-      maxStoresPerBatch: count(1, 1 << 20).default(65536),
-      replyCacheFrames: count(1, 1 << 20).default(4096),
-      replyCacheBytes: bytes(0, 1024 ** 3).default(64 * 1024 ** 2),
-    })
-    .prefault({}),
-  tenants: z
-    .array(TenantSchema)
-    .min(1)
-    .default([{ name: "demo", token: "demo-token", vramQuotaBytes: 1024 ** 3, boQuota: 4096 }]),
-  log: z
-    .strictObject({
-      level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
-    })
-    .prefault({}),
-});
+const ms = (min: number, max: number) => z.number().int().min(min).max(max);
+
+export const ConfigSchema = z
+  .strictObject({
+    nodeId: z.string().min(1).max(64).default("node-a"),
+    /** Both nodes of a pair share it; a peer of another cluster is refused. */
+    clusterId: z.string().min(1).max(64).default("vgpu-local"),
+    /** standalone: no peer. primary: serves guests and streams to peer. standby: replicates. */
+    role: z.enum(["standalone", "primary", "standby"]).default("standalone"),
+    stateDir: z.string().min(1).default(".vgpu-state"),
+    guest: z
+      .strictObject({
+        listen: address.default("127.0.0.1:7400"),
+        maxMessageBytes: bytes(64 * 1024, 1024 ** 3).default(64 * 1024 ** 2),
+        /** Frames a session may have sent but not yet acknowledged. */
+        maxFramesInFlight: count(1, 65536).default(1024),
+      })
+      .prefault({}),
+    ops: z
+      .strictObject({
+        listen: address.default("127.0.0.1:9400"),
+        /** Bearer token for mutating endpoints; none means they are disabled. */
+        token: z.string().min(16, "must be at least 16 characters").optional(),
+      })
+      .prefault({}),
+    device: z
+      .strictObject({
+        /** Device-handle generator seed; give the two nodes different seeds. */
+        seed: count(0, 0xffffffff).default(1),
+        vramBytes: bytes(1024 ** 2, 2 ** 40).default(4 * 1024 ** 3),
+        maxBoBytes: bytes(4096, 1024 ** 3).default(1024 ** 3),
+        /** Work units (about one per element operation) of one kernel launch. */
+        maxKernelWork: count(1, 2 ** 40).default(2 ** 31),
+      })
+      .prefault({}),
+    limits: z
+      .strictObject({
+        maxDmaBytes: bytes(1, 1024 ** 3).default(64 * 1024 ** 2),
+        maxStoresPerBatch: count(1, 1 << 20).default(65536),
+        replyCacheFrames: count(1, 1 << 20).default(4096),
+        replyCacheBytes: bytes(0, 1024 ** 3).default(64 * 1024 ** 2),
+      })
+      .prefault({}),
+    tenants: z
+      .array(TenantSchema)
+      .min(1)
+      .default([{ name: "demo", token: "demo-token", vramQuotaBytes: 1024 ** 3, boQuota: 4096 }]),
+    replication: z
+      .strictObject({
+        /** Where this node serves vgpu.v1.Replication (used while it is the standby). */
+        listen: address.default("127.0.0.1:7500"),
+        /** sync: a frame is acknowledged once the standby applied it; async: at once. */
+        mode: z.enum(["sync", "async"]).default("sync"),
+        /** Guests are held back while the standby lags by more than this (entries or bytes). */
+        maxLagEntries: count(1, 10_000_000).default(200_000),
+        maxLagBytes: bytes(1024 ** 2, 2 ** 40).default(512 * 1024 ** 2),
+        /** Applied entries kept so a reconnecting standby resumes without a snapshot. */
+        retainBytes: bytes(0, 2 ** 40).default(64 * 1024 ** 2),
+        maxBatchEntries: count(1, 65536).default(1024),
+        maxBatchBytes: bytes(4096, 64 * 1024 ** 2).default(1024 ** 2),
+        maxInflightEntries: count(1, 10_000_000).default(200_000),
+        maxInflightBytes: bytes(64 * 1024, 2 ** 40).default(64 * 1024 ** 2),
+        snapshotChunkBytes: bytes(4096, 64 * 1024 ** 2).default(1024 ** 2),
+        snapshotWindowChunks: count(1, 1024).default(16),
+        heartbeatMs: ms(5, 60_000).default(100),
+        /** Resend from the last acknowledged entry when acks stop for this long. */
+        retransmitMs: ms(10, 600_000).default(2000),
+        /** Delay before the primary dials its standby again after a broken link. */
+        reconnectMs: ms(10, 60_000).default(200),
+      })
+      .prefault({}),
+    peer: z
+      .strictObject({
+        name: z.string().min(1).max(64).default("peer"),
+        /** The peer's replication address (the primary dials it). */
+        replicationAddress: address.optional(),
+        /** The peer's guest address, given to guests that reach the wrong node. */
+        guestAddress: address.optional(),
+        /** The peer's ops base URL (status and verify across the pair). */
+        opsUrl: z.string().url().optional(),
+      })
+      .prefault({}),
+    mmio: z
+      .strictObject({
+        /** per-page: stores ship as one batch per dirty page; per-store: each store alone. */
+        replication: z.enum(["per-page", "per-store"]).default("per-page"),
+        /** A page batch leaves at the latest this long after its first store. */
+        flushDelayMs: ms(0, 1000).default(1),
+        /** ...or as soon as this many store bytes are pending. */
+        flushBytes: bytes(64, 256 * 1024 ** 2).default(1024 ** 2),
+      })
+      .prefault({}),
+    testing: z
+      .strictObject({
+        /** Enables POST /v1/test/corrupt (test-only divergence injection). Never in production. */
+        faultInjection: z.boolean().default(false),
+      })
+      .prefault({}),
+    log: z
+      .strictObject({
+        level: z
+          .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
+          .default("info"),
+      })
+      .prefault({}),
+  })
+  .refine((c) => c.role !== "primary" || c.peer.replicationAddress !== undefined, {
+    message: "a primary needs peer.replicationAddress",
+    path: ["peer", "replicationAddress"],
+  });
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type TenantConfig = z.infer<typeof TenantSchema>;

@@ -1,5 +1,8 @@
 // The ops HTTP server, built and not started (the daemon calls listen; tests call inject()).
-// Small encapsulated plugins: /healthz, /readyz, /metrics, /v1/status.
+// Small encapsulated plugins: health, readiness, metrics, status, digest, and admin actions.
+// Admin actions need `Authorization: Bearer <ops.token>` (compared in constant time); without
+// a configured token they are disabled (403), never open.
+import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Registry } from "prom-client";
 
@@ -8,11 +11,22 @@ export interface Readiness {
   readonly reason: string;
 }
 
+export interface AdminActions {
+  /** Compares both nodes' digests at one seq (the primary asks its standby). */
+  verify?(): Promise<Record<string, unknown>>;
+  /** Test-only fault injection (testing.faultInjection). */
+  corrupt?(): Record<string, unknown> | undefined;
+}
+
 export interface OpsDeps {
   /** A JSON-serialisable snapshot of the node's state. */
   status(): Record<string, unknown>;
   readiness(): Readiness;
+  /** This node's state digest and the seq it is at. */
+  digest?(): Record<string, unknown> | undefined;
   readonly registry: Registry;
+  readonly adminToken?: string | undefined;
+  readonly admin?: AdminActions;
 }
 
 const health: FastifyPluginAsync = async (app) => {
@@ -41,6 +55,51 @@ const status =
   (deps: OpsDeps): FastifyPluginAsync =>
   async (app) => {
     app.get("/v1/status", async () => deps.status());
+    app.get("/v1/digest", async (_req, reply) => {
+      const d = deps.digest?.();
+      return d ? d : reply.code(409).send({ error: "no_state", message: "no replica state yet" });
+    });
+  };
+
+const sha = (s: string) => createHash("sha256").update(s).digest();
+
+const admin =
+  (deps: OpsDeps): FastifyPluginAsync =>
+  async (app) => {
+    const expected = deps.adminToken ? sha(deps.adminToken) : undefined;
+    app.addHook("onRequest", async (req, reply) => {
+      if (expected === undefined) {
+        return reply
+          .code(403)
+          .send({ error: "admin_disabled", message: "no ops.token configured" });
+      }
+      const header = req.headers.authorization ?? "";
+      const given = header.startsWith("Bearer ") ? header.slice(7) : "";
+      if (!timingSafeEqual(sha(given), expected)) {
+        return reply.code(401).send({ error: "unauthorized", message: "wrong or missing token" });
+      }
+    });
+    app.post("/v1/verify", async (_req, reply) => {
+      if (!deps.admin?.verify) {
+        return reply
+          .code(409)
+          .send({ error: "not_primary", message: "verify runs on the primary" });
+      }
+      try {
+        return await deps.admin.verify();
+      } catch (e) {
+        return reply.code(409).send({ error: "verify_failed", message: (e as Error).message });
+      }
+    });
+    app.post("/v1/test/corrupt", async (_req, reply) => {
+      if (!deps.admin?.corrupt) {
+        return reply.code(404).send({ error: "not_found", message: "fault injection is off" });
+      }
+      const done = deps.admin.corrupt();
+      return done
+        ? done
+        : reply.code(409).send({ error: "no_state", message: "nothing to corrupt" });
+    });
   };
 
 export function buildOpsApp(deps: OpsDeps): FastifyInstance {
@@ -52,5 +111,6 @@ export function buildOpsApp(deps: OpsDeps): FastifyInstance {
   app.register(ready(deps));
   app.register(metrics(deps));
   app.register(status(deps));
+  app.register(admin(deps));
   return app;
 }

@@ -16,6 +16,8 @@ export interface SpawnedNode {
   readonly guest: string;
   /** Base URL of the ops HTTP server. */
   readonly ops: string;
+  /** host:port of the replication server (a standby). */
+  readonly replication: string | undefined;
   readonly logFile: string;
   /** Resolves with the exit code (or the signal name) when the process ends. */
   readonly exited: Promise<number | string>;
@@ -46,7 +48,11 @@ export async function spawnVgpud(options: {
   const exited = new Promise<number | string>((resolve) =>
     child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
-  const addresses = await new Promise<{ guest: string; ops: string }>((resolve, reject) => {
+  const addresses = await new Promise<{
+    guest: string;
+    ops: string;
+    replication: string | undefined;
+  }>((resolve, reject) => {
     const timer = setTimeout(
       () =>
         reject(
@@ -60,10 +66,15 @@ export async function spawnVgpud(options: {
     lines.on("line", (line) => {
       log.write(`${line}\n`);
       try {
-        const entry = JSON.parse(line) as { msg?: string; guest?: string; ops?: string };
+        const entry = JSON.parse(line) as {
+          msg?: string;
+          guest?: string;
+          ops?: string;
+          replication?: string;
+        };
         if (entry.msg === "node serving" && entry.guest && entry.ops) {
           clearTimeout(timer);
-          resolve({ guest: entry.guest, ops: entry.ops });
+          resolve({ guest: entry.guest, ops: entry.ops, replication: entry.replication });
         }
       } catch {
         // not a log line of ours

@@ -1,0 +1,120 @@
+// The primary's replication log: one total order over every session's state changes, seq
+// gapless from 1. Entries stay until the standby has applied them; applied entries are kept
+// up to `retainBytes` more so a standby that reconnects can resume instead of re-snapshotting.
+import { invariant } from "../errors.js";
+import { type Entry, type EntryBody, entryBytes } from "./entries.js";
+
+interface Stored {
+  readonly entry: Entry;
+  readonly bytes: number;
+  /** Bytes of every entry appended up to and including this one. */
+  readonly cumBytes: number;
+  readonly appendedMs: number;
+}
+
+export class ReplicationLog {
+  private stored: Stored[] = [];
+  private head = 0;
+  private last: number;
+  private bytesHeld = 0;
+  private cumBytes = 0;
+  /** cumBytes of the newest dropped entry. */
+  private droppedCumBytes = 0;
+
+  /** A log that continues after `lastSeq` (0 for a new cluster). */
+  constructor(lastSeq = 0) {
+    this.last = lastSeq;
+  }
+
+  get lastSeq(): number {
+    return this.last;
+  }
+
+  /** The oldest seq still held; lastSeq + 1 when the log holds nothing. */
+  get firstRetainedSeq(): number {
+    const first = this.stored[this.head];
+    return first ? first.entry.seq : this.last + 1;
+  }
+
+  get heldBytes(): number {
+    return this.bytesHeld;
+  }
+
+  get heldEntries(): number {
+    return this.stored.length - this.head;
+  }
+
+  append(body: EntryBody, nowMs: number): Entry {
+    const entry: Entry = { seq: this.last + 1, body };
+    const bytes = entryBytes(body);
+    this.cumBytes += bytes;
+    this.stored.push({ entry, bytes, cumBytes: this.cumBytes, appendedMs: nowMs });
+    this.last = entry.seq;
+    this.bytesHeld += bytes;
+    return entry;
+  }
+
+  has(seq: number): boolean {
+    return seq >= this.firstRetainedSeq && seq <= this.last;
+  }
+
+  /** Entries from `fromSeq` on, at most maxEntries and about maxBytes (at least one). */
+  read(fromSeq: number, maxEntries: number, maxBytes: number): Entry[] {
+    invariant(this.has(fromSeq) || fromSeq === this.last + 1, `log read from ${fromSeq}`);
+    const out: Entry[] = [];
+    let bytes = 0;
+    for (let i = this.head + (fromSeq - this.firstRetainedSeq); i < this.stored.length; i++) {
+      const s = this.stored[i]!;
+      if (out.length >= maxEntries || (out.length > 0 && bytes + s.bytes > maxBytes)) break;
+      out.push(s.entry);
+      bytes += s.bytes;
+    }
+    return out;
+  }
+
+  /** Bytes of the entries after `afterSeq` up to `uptoSeq` (dropped ones count as 0). */
+  bytesBetween(afterSeq: number, uptoSeq: number): number {
+    return Math.max(0, this.cumAt(uptoSeq) - this.cumAt(afterSeq));
+  }
+
+  private cumAt(seq: number): number {
+    const first = this.firstRetainedSeq;
+    if (seq < first) return this.droppedCumBytes;
+    if (seq > this.last) return this.cumBytes;
+    return this.stored[this.head + (seq - first)]!.cumBytes;
+  }
+
+  /** Bytes and age of the entries after `appliedSeq` (what the standby lags by). */
+  lagAfter(appliedSeq: number, nowMs: number): { entries: number; bytes: number; seconds: number } {
+    const entries = Math.max(0, this.last - appliedSeq);
+    if (entries === 0) return { entries: 0, bytes: 0, seconds: 0 };
+    const from = Math.max(appliedSeq + 1, this.firstRetainedSeq);
+    const oldest = this.stored[this.head + (from - this.firstRetainedSeq)];
+    return {
+      entries,
+      bytes: this.bytesBetween(appliedSeq, this.last),
+      seconds: oldest ? (nowMs - oldest.appendedMs) / 1000 : 0,
+    };
+  }
+
+  /**
+   * Drops entries up to `seq` (applied by the standby, or of no use to anyone) while more
+   * than `retainBytes` of them would stay.
+   */
+  release(seq: number, retainBytes: number): void {
+    const limit = Math.min(seq, this.last);
+    let keptApplied = this.cumAt(limit) - this.droppedCumBytes;
+    while (keptApplied > retainBytes && this.head < this.stored.length) {
+      const s = this.stored[this.head]!;
+      if (s.entry.seq > limit) break;
+      this.head++;
+      keptApplied -= s.bytes;
+      this.bytesHeld -= s.bytes;
+      this.droppedCumBytes = s.cumBytes;
+    }
+    if (this.head > 4096 && this.head * 2 > this.stored.length) {
+      this.stored = this.stored.slice(this.head);
+      this.head = 0;
+    }
+  }
+}

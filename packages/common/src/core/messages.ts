@@ -1,0 +1,67 @@
+// The replication stream's messages as domain types (wire form: replication.proto). Every
+// message carries the sender's epoch.
+import type { ErrorCode } from "../errors.js";
+import type { Entry } from "./entries.js";
+import type { SnapshotChunk } from "./snapshot.js";
+
+export type PrimaryMessage =
+  | {
+      readonly kind: "hello";
+      readonly epoch: number;
+      readonly clusterId: string;
+      readonly nodeId: string;
+      readonly firstRetainedSeq: number;
+      readonly lastSeq: number;
+    }
+  | { readonly kind: "entries"; readonly epoch: number; readonly entries: readonly Entry[] }
+  | { readonly kind: "snapshot"; readonly epoch: number; readonly chunk: SnapshotChunk }
+  | {
+      readonly kind: "heartbeat";
+      readonly epoch: number;
+      readonly sentUs: number;
+      readonly lastSeq: number;
+    };
+
+export interface CheckpointResult {
+  readonly requestId: number;
+  readonly seq: number;
+  readonly equal: boolean;
+  readonly digest: string;
+}
+
+export type ResyncReason = "gap" | "diverged";
+
+export type StandbyMessage =
+  | {
+      readonly kind: "hello";
+      readonly epoch: number;
+      readonly clusterId: string;
+      readonly nodeId: string;
+      readonly empty: boolean;
+      readonly lastAppliedSeq: number;
+      /** A snapshot in progress to resume (0 when none) and the chunks it has. */
+      readonly snapshotId: number;
+      readonly snapshotChunk: number;
+    }
+  | {
+      readonly kind: "ack";
+      readonly epoch: number;
+      readonly appliedSeq: number;
+      readonly snapshotId: number;
+      readonly snapshotChunk: number;
+      readonly heartbeatSentUs: number;
+      readonly checkpoints: readonly CheckpointResult[];
+    }
+  | {
+      readonly kind: "resync";
+      readonly epoch: number;
+      readonly reason: ResyncReason;
+      readonly fromSeq: number;
+      readonly detail: string;
+    }
+  | {
+      readonly kind: "error";
+      readonly epoch: number;
+      readonly code: ErrorCode;
+      readonly message: string;
+    };

@@ -1,0 +1,357 @@
+// The primary's sending state machine for one standby. Pure: the shell feeds it connection
+// events, the standby's messages and the time, and sends what poll() returns.
+//
+//   disconnected → (connected) hello → standby hello → resume from its last applied seq when
+//   the log still holds what follows, else a consistent snapshot at seq S then entries > S →
+//   streaming: entries in seq order, many in flight (bounded), cumulative acks.
+// Gaps and duplicates are the receiver's business; the sender resends from a requested seq,
+// or from the last acknowledged one when acks stop coming (retransmitMs).
+import {
+  chunkBytes,
+  ErrorCode,
+  type PrimaryMessage,
+  type ReplicationLog,
+  type SnapshotChunk,
+  type StandbyMessage,
+} from "@vgpu-ha/common";
+
+export interface SenderOptions {
+  readonly clusterId: string;
+  readonly nodeId: string;
+  readonly maxBatchEntries: number;
+  readonly maxBatchBytes: number;
+  readonly maxInflightEntries: number;
+  readonly maxInflightBytes: number;
+  readonly snapshotWindowChunks: number;
+  readonly heartbeatMs: number;
+  readonly retransmitMs: number;
+  readonly retainBytes: number;
+}
+
+/** A snapshot being produced (SnapshotSource in gpu-model). */
+export interface SnapshotStream {
+  readonly snapshotId: number;
+  readonly atSeq: number;
+  next(): SnapshotChunk | undefined;
+  release(): void;
+}
+
+export type SenderState = "disconnected" | "hello" | "snapshot" | "streaming";
+
+export type SenderEvent =
+  | { readonly kind: "snapshotStarted"; readonly snapshotId: number; readonly atSeq: number }
+  | { readonly kind: "snapshotResumed"; readonly snapshotId: number; readonly chunk: number }
+  | { readonly kind: "snapshotDone"; readonly snapshotId: number; readonly atSeq: number }
+  | { readonly kind: "resumed"; readonly fromSeq: number }
+  | { readonly kind: "resync"; readonly reason: string; readonly detail: string }
+  | { readonly kind: "refused"; readonly code: ErrorCode; readonly message: string }
+  | { readonly kind: "higherEpoch"; readonly epoch: number }
+  | {
+      readonly kind: "checkpoint";
+      readonly requestId: number;
+      readonly seq: number;
+      readonly equal: boolean;
+      readonly digest: string;
+    };
+
+interface SnapshotProgress {
+  readonly stream: SnapshotStream;
+  /** Chunks produced and not yet acknowledged, oldest first (kept to resend). */
+  readonly unacked: SnapshotChunk[];
+  /** Index of unacked[0]. */
+  ackedChunks: number;
+  produced: number;
+  exhausted: boolean;
+  bytesSent: number;
+  readonly startedMs: number;
+}
+
+export class Sender {
+  readonly options: SenderOptions;
+  private readonly log: ReplicationLog;
+  private readonly startSnapshot: () => SnapshotStream;
+  epoch: number;
+  state: SenderState = "disconnected";
+  /** The standby's cumulative applied seq while it is a replica. */
+  appliedSeq = 0;
+  private sentSeq = 0;
+  private snapshot: SnapshotProgress | undefined;
+  private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
+  private lastProgressMs = 0;
+  private pendingHello = false;
+  /** Newest heartbeat send time the standby echoed (µs; the lease counts from it). */
+  ackedHeartbeatUs = 0;
+  readonly events: SenderEvent[] = [];
+  /** Totals for metrics. */
+  readonly totals = { entriesSent: 0, bytesSent: 0, snapshotsStarted: 0, snapshotBytes: 0 };
+  lastSnapshot: { bytes: number; seconds: number } | undefined;
+
+  constructor(
+    options: SenderOptions,
+    log: ReplicationLog,
+    startSnapshot: () => SnapshotStream,
+    epoch: number,
+  ) {
+    this.options = options;
+    this.log = log;
+    this.startSnapshot = startSnapshot;
+    this.epoch = epoch;
+  }
+
+  /** A standby is streaming: its acks gate guest replies in sync mode. */
+  get inSync(): boolean {
+    return this.state === "streaming";
+  }
+
+  get snapshotProgress():
+    | { snapshotId: number; atSeq: number; chunksAcked: number; bytesSent: number }
+    | undefined {
+    const s = this.snapshot;
+    return s
+      ? {
+          snapshotId: s.stream.snapshotId,
+          atSeq: s.stream.atSeq,
+          chunksAcked: s.ackedChunks,
+          bytesSent: s.bytesSent,
+        }
+      : undefined;
+  }
+
+  connected(nowMs: number): void {
+    this.state = "hello";
+    this.pendingHello = true;
+    this.lastProgressMs = nowMs;
+    this.lastHeartbeatMs = Number.NEGATIVE_INFINITY;
+  }
+
+  /** The link broke. A snapshot in progress is kept so the standby can resume it. */
+  disconnected(): void {
+    this.state = "disconnected";
+    this.appliedSeq = 0;
+    this.pendingHello = false;
+  }
+
+  /** The seq below which the log may drop entries (beyond its retention). */
+  get releasableSeq(): number {
+    if (this.snapshot) return this.snapshot.stream.atSeq;
+    if (this.state === "streaming") return this.appliedSeq;
+    return this.log.lastSeq;
+  }
+
+  step(message: StandbyMessage, nowMs: number): void {
+    if (message.epoch > this.epoch) {
+      this.events.push({ kind: "higherEpoch", epoch: message.epoch });
+      return;
+    }
+    switch (message.kind) {
+      case "hello":
+        this.onHello(message, nowMs);
+        return;
+      case "ack":
+        this.onAck(message, nowMs);
+        return;
+      case "resync":
+        this.events.push({ kind: "resync", reason: message.reason, detail: message.detail });
+        if (
+          message.reason === "gap" &&
+          this.state === "streaming" &&
+          this.log.has(message.fromSeq)
+        ) {
+          this.sentSeq = message.fromSeq - 1;
+        } else {
+          this.beginSnapshot(nowMs);
+        }
+        return;
+      case "error":
+        this.events.push({ kind: "refused", code: message.code, message: message.message });
+        return;
+    }
+  }
+
+  private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
+    if (hello.clusterId !== this.options.clusterId) {
+      this.events.push({
+        kind: "refused",
+        code: ErrorCode.UNAUTHENTICATED,
+        message: `standby of cluster ${hello.clusterId}`,
+      });
+      return;
+    }
+    const s = this.snapshot;
+    if (s && hello.snapshotId === s.stream.snapshotId && hello.snapshotChunk >= s.ackedChunks) {
+      this.ackSnapshot(hello.snapshotChunk);
+      this.state = "snapshot";
+      this.events.push({
+        kind: "snapshotResumed",
+        snapshotId: s.stream.snapshotId,
+        chunk: hello.snapshotChunk,
+      });
+      return;
+    }
+    const resumable =
+      !hello.empty &&
+      hello.lastAppliedSeq <= this.log.lastSeq &&
+      (hello.lastAppliedSeq === this.log.lastSeq || this.log.has(hello.lastAppliedSeq + 1));
+    if (resumable) {
+      this.dropSnapshot();
+      this.state = "streaming";
+      this.appliedSeq = hello.lastAppliedSeq;
+      this.sentSeq = hello.lastAppliedSeq;
+      this.lastProgressMs = nowMs;
+      this.events.push({ kind: "resumed", fromSeq: hello.lastAppliedSeq + 1 });
+      return;
+    }
+    this.beginSnapshot(nowMs);
+  }
+
+  private onAck(ack: Extract<StandbyMessage, { kind: "ack" }>, nowMs: number): void {
+    if (ack.heartbeatSentUs > this.ackedHeartbeatUs) this.ackedHeartbeatUs = ack.heartbeatSentUs;
+    for (const c of ack.checkpoints) this.events.push({ kind: "checkpoint", ...c });
+    const s = this.snapshot;
+    if (this.state === "snapshot" && s) {
+      if (ack.snapshotId === s.stream.snapshotId && ack.snapshotChunk > s.ackedChunks) {
+        this.ackSnapshot(ack.snapshotChunk);
+        this.lastProgressMs = nowMs;
+      }
+      if (s.exhausted && s.unacked.length === 0) this.finishSnapshot(nowMs);
+      return;
+    }
+    if (this.state !== "streaming") return;
+    if (ack.appliedSeq > this.appliedSeq) {
+      this.appliedSeq = ack.appliedSeq;
+      this.lastProgressMs = nowMs;
+    }
+    if (this.sentSeq < this.appliedSeq) this.sentSeq = this.appliedSeq;
+  }
+
+  private ackSnapshot(received: number): void {
+    const s = this.snapshot!;
+    while (s.ackedChunks < received && s.unacked.length > 0) {
+      s.unacked.shift();
+      s.ackedChunks++;
+    }
+  }
+
+  private beginSnapshot(nowMs: number): void {
+    this.dropSnapshot();
+    const stream = this.startSnapshot();
+    this.snapshot = {
+      stream,
+      unacked: [],
+      ackedChunks: 0,
+      produced: 0,
+      exhausted: false,
+      bytesSent: 0,
+      startedMs: nowMs,
+    };
+    this.state = "snapshot";
+    this.appliedSeq = 0;
+    this.lastProgressMs = nowMs;
+    this.totals.snapshotsStarted++;
+    this.events.push({
+      kind: "snapshotStarted",
+      snapshotId: stream.snapshotId,
+      atSeq: stream.atSeq,
+    });
+  }
+
+  private finishSnapshot(nowMs: number): void {
+    const s = this.snapshot!;
+    this.events.push({
+      kind: "snapshotDone",
+      snapshotId: s.stream.snapshotId,
+      atSeq: s.stream.atSeq,
+    });
+    this.lastSnapshot = { bytes: s.bytesSent, seconds: (nowMs - s.startedMs) / 1000 };
+    this.state = "streaming";
+    this.appliedSeq = s.stream.atSeq;
+    this.sentSeq = s.stream.atSeq;
+    this.snapshot = undefined;
+  }
+
+  private dropSnapshot(): void {
+    this.snapshot?.stream.release();
+    this.snapshot = undefined;
+  }
+
+  /** What to send now. */
+  poll(nowMs: number): PrimaryMessage[] {
+    const out: PrimaryMessage[] = [];
+    if (this.state === "disconnected") return out;
+    if (this.pendingHello) {
+      this.pendingHello = false;
+      out.push({
+        kind: "hello",
+        epoch: this.epoch,
+        clusterId: this.options.clusterId,
+        nodeId: this.options.nodeId,
+        firstRetainedSeq: this.log.firstRetainedSeq,
+        lastSeq: this.log.lastSeq,
+      });
+    }
+    if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
+    else if (this.state === "streaming") this.pollEntries(nowMs, out);
+    if (this.state !== "hello" && nowMs - this.lastHeartbeatMs >= this.options.heartbeatMs) {
+      this.lastHeartbeatMs = nowMs;
+      out.push({
+        kind: "heartbeat",
+        epoch: this.epoch,
+        sentUs: Math.round(nowMs * 1000),
+        lastSeq: this.log.lastSeq,
+      });
+    }
+    return out;
+  }
+
+  private pollSnapshot(nowMs: number, out: PrimaryMessage[]): void {
+    const s = this.snapshot!;
+    if (nowMs - this.lastProgressMs > this.options.retransmitMs && s.unacked.length > 0) {
+      for (const chunk of s.unacked) out.push({ kind: "snapshot", epoch: this.epoch, chunk });
+      this.lastProgressMs = nowMs;
+    }
+    while (!s.exhausted && s.unacked.length < this.options.snapshotWindowChunks) {
+      const chunk = s.stream.next();
+      if (chunk === undefined) {
+        s.exhausted = true;
+        break;
+      }
+      if (chunk.last) s.exhausted = true;
+      s.unacked.push(chunk);
+      s.produced++;
+      const bytes = chunkBytes(chunk);
+      s.bytesSent += bytes;
+      this.totals.snapshotBytes += bytes;
+      out.push({ kind: "snapshot", epoch: this.epoch, chunk });
+    }
+  }
+
+  private pollEntries(nowMs: number, out: PrimaryMessage[]): void {
+    if (this.sentSeq > this.appliedSeq && nowMs - this.lastProgressMs > this.options.retransmitMs) {
+      this.sentSeq = this.appliedSeq; // acks stopped: go back and resend
+      this.lastProgressMs = nowMs;
+    }
+    if (this.sentSeq < this.log.firstRetainedSeq - 1) {
+      this.beginSnapshot(nowMs); // what the standby needs is gone
+      return;
+    }
+    const { maxBatchEntries, maxBatchBytes, maxInflightEntries, maxInflightBytes } = this.options;
+    while (this.sentSeq < this.log.lastSeq) {
+      const inflight = this.sentSeq - this.appliedSeq;
+      if (inflight >= maxInflightEntries) return;
+      if (this.log.bytesBetween(this.appliedSeq, this.sentSeq) >= maxInflightBytes) return;
+      const entries = this.log.read(
+        this.sentSeq + 1,
+        Math.min(maxBatchEntries, maxInflightEntries - inflight),
+        maxBatchBytes,
+      );
+      if (entries.length === 0) return;
+      this.sentSeq = entries.at(-1)!.seq;
+      this.totals.entriesSent += entries.length;
+      out.push({ kind: "entries", epoch: this.epoch, entries });
+    }
+  }
+
+  takeEvents(): SenderEvent[] {
+    return this.events.splice(0);
+  }
+}

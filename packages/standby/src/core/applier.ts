@@ -1,0 +1,85 @@
+// Applies log entries to the standby's backend, strictly as the primary did: calls are
+// executed again (guest handles translate to this node's own device handles through its
+// tables) and their results compared with the primary's summary; MMIO page batches are
+// written; store frames recorded. Any mismatch is divergence. Pure.
+import { type Entry, ErrorCode } from "@vgpu-ha/common";
+import { type Backend, computeDigest, sameSummary, summarizeResult } from "@vgpu-ha/gpu-model";
+
+export type ApplyResult =
+  | {
+      readonly ok: true;
+      readonly checkpoint?: { requestId: number; equal: boolean; digest: string };
+    }
+  | { readonly ok: false; readonly divergence: string };
+
+const diverged = (divergence: string): ApplyResult => ({ ok: false, divergence });
+const OK: ApplyResult = { ok: true };
+
+export function applyEntry(backend: Backend, entry: Entry): ApplyResult {
+  const body = entry.body;
+  switch (body.kind) {
+    case "call": {
+      const session = backend.sessions.get(body.sessionId);
+      if (session === undefined) return diverged(`call ${body.call.op}: unknown session`);
+      const outcome = backend.applyFrame(session, {
+        number: body.frame,
+        body: { kind: "call", call: body.call },
+      });
+      if (outcome.kind !== "applied") {
+        return diverged(`call ${body.call.op} frame ${body.frame}: ${outcome.kind} here`);
+      }
+      const mine = summarizeResult(outcome.result);
+      if (!sameSummary(mine, body.result)) {
+        return diverged(
+          `call ${body.call.op} frame ${body.frame}: result ${ErrorCode[mine.code]} differs from primary's ${ErrorCode[body.result.code]} or its output does`,
+        );
+      }
+      return OK;
+    }
+    case "mmioPages": {
+      const failure = backend.applyPageWrites(body.pages);
+      if (failure) return diverged(`page batch: ${failure.message}`);
+      return recordFrames(backend, body.frames);
+    }
+    case "mmioStore": {
+      const pageIndex = Math.floor(body.offset / 4096);
+      const failure = backend.applyPageWrites([
+        {
+          context: body.context,
+          bo: body.bo,
+          pageIndex,
+          extents: [{ offsetInPage: body.offset - pageIndex * 4096, data: body.data }],
+        },
+      ]);
+      if (failure) return diverged(`store: ${failure.message}`);
+      return recordFrames(backend, body.frames);
+    }
+    case "sessionOpen": {
+      if (backend.sessions.has(body.sessionId)) return diverged("session opened twice");
+      const opened = backend.openSession(body.sessionId, body.tenant);
+      return "code" in opened ? diverged(`session open: ${opened.message}`) : OK;
+    }
+    case "sessionClose":
+      if (!backend.sessions.has(body.sessionId)) return diverged("close of unknown session");
+      backend.closeSession(body.sessionId);
+      return OK;
+    case "checkpoint": {
+      const digest = computeDigest(backend).state;
+      return {
+        ok: true,
+        checkpoint: { requestId: body.requestId, equal: digest === body.digest, digest },
+      };
+    }
+  }
+}
+
+function recordFrames(
+  backend: Backend,
+  frames: Extract<Entry["body"], { frames: unknown }>["frames"],
+): ApplyResult {
+  for (const f of frames) {
+    const failure = backend.recordFrame(f);
+    if (failure) return diverged(`store frame ${f.frame}: ${failure.message}`);
+  }
+  return OK;
+}

@@ -1,0 +1,234 @@
+// The standby's receiving state machine: applies entries strictly in seq order (a duplicate
+// is ignored, a gap is never applied: it asks the primary to resend), takes snapshots, detects
+// divergence (then stops applying, is not eligible, and asks for a full resync), and produces
+// cumulative acknowledgements. Pure: step(message) returns what to send.
+import type {
+  CheckpointResult,
+  Entry,
+  PrimaryMessage,
+  SnapshotChunk,
+  StandbyMessage,
+} from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common";
+import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
+import { SnapshotSink } from "@vgpu-ha/gpu-model";
+import { type ApplyResult, applyEntry } from "./applier.js";
+
+export interface ReceiverOptions {
+  readonly clusterId: string;
+  readonly nodeId: string;
+  readonly backendOptions: BackendOptions;
+  /** Applies one entry; defaults to applyEntry (tests may wrap it). */
+  readonly apply?: (backend: Backend, entry: Entry) => ApplyResult;
+}
+
+export type ReceiverState = "empty" | "snapshot" | "replica" | "diverged";
+
+export interface ReceiverEvent {
+  readonly kind: "divergence" | "snapshotStarted" | "snapshotDone" | "staleEpoch" | "gap";
+  readonly seq: number;
+  readonly detail: string;
+}
+
+export class Receiver {
+  readonly options: ReceiverOptions;
+  backend: Backend | undefined;
+  state: ReceiverState = "empty";
+  appliedSeq = 0;
+  epoch: number;
+  private sink: SnapshotSink | undefined;
+  private gapReportedAt = -1;
+  private lastHeartbeatUs = 0;
+  private checkpoints: CheckpointResult[] = [];
+  divergences = 0;
+  readonly events: ReceiverEvent[] = [];
+  /** Entries applied since the last count read, by kind (for metrics). */
+  appliedEntries = 0;
+
+  constructor(options: ReceiverOptions, epoch: number) {
+    this.options = options;
+    this.epoch = epoch;
+  }
+
+  /** Eligible to take over: a complete replica that has not diverged. */
+  get eligible(): boolean {
+    return this.state === "replica";
+  }
+
+  get snapshotProgress(): { snapshotId: number; chunks: number } | undefined {
+    return this.sink ? { snapshotId: this.sink.snapshotId, chunks: this.sink.received } : undefined;
+  }
+
+  /** What to say when a connection to a primary opens. */
+  hello(): StandbyMessage {
+    return {
+      kind: "hello",
+      epoch: this.epoch,
+      clusterId: this.options.clusterId,
+      nodeId: this.options.nodeId,
+      empty: this.state !== "replica",
+      lastAppliedSeq: this.appliedSeq,
+      snapshotId: this.sink?.snapshotId ?? 0,
+      snapshotChunk: this.sink?.received ?? 0,
+    };
+  }
+
+  /** A connection broke. A snapshot in progress is kept: the hello offers to resume it. */
+  disconnected(): void {
+    this.gapReportedAt = -1;
+  }
+
+  step(message: PrimaryMessage): StandbyMessage[] {
+    if (message.epoch < this.epoch) {
+      this.events.push({
+        kind: "staleEpoch",
+        seq: this.appliedSeq,
+        detail: `epoch ${message.epoch}`,
+      });
+      return [
+        {
+          kind: "error",
+          epoch: this.epoch,
+          code: ErrorCode.STALE_EPOCH,
+          message: `epoch ${message.epoch} is older than ${this.epoch}`,
+        },
+      ];
+    }
+    this.epoch = message.epoch;
+    switch (message.kind) {
+      case "hello":
+        if (message.clusterId !== this.options.clusterId) {
+          return [
+            {
+              kind: "error",
+              epoch: this.epoch,
+              code: ErrorCode.UNAUTHENTICATED,
+              message: `cluster ${message.clusterId} is not ${this.options.clusterId}`,
+            },
+          ];
+        }
+        return [];
+      case "heartbeat":
+        this.lastHeartbeatUs = message.sentUs;
+        return [this.ack()];
+      case "entries":
+        return this.onEntries(message.entries);
+      case "snapshot":
+        return this.onChunk(message.chunk);
+    }
+  }
+
+  private onEntries(entries: readonly Entry[]): StandbyMessage[] {
+    if (this.state !== "replica") return [this.ack()];
+    for (const entry of entries) {
+      if (entry.seq <= this.appliedSeq) continue; // duplicate: already applied
+      if (entry.seq !== this.appliedSeq + 1) {
+        // A gap: never applied. Ask once per position.
+        if (this.gapReportedAt === this.appliedSeq) return [this.ack()];
+        this.gapReportedAt = this.appliedSeq;
+        this.events.push({ kind: "gap", seq: this.appliedSeq, detail: `got ${entry.seq}` });
+        return [
+          this.ack(),
+          {
+            kind: "resync",
+            epoch: this.epoch,
+            reason: "gap",
+            fromSeq: this.appliedSeq + 1,
+            detail: `got ${entry.seq}`,
+          },
+        ];
+      }
+      const result = (this.options.apply ?? applyEntry)(this.backend!, entry);
+      if (!result.ok) return this.diverge(entry.seq, result.divergence);
+      if (result.checkpoint) {
+        this.checkpoints.push({ ...result.checkpoint, seq: entry.seq });
+        if (!result.checkpoint.equal) {
+          return this.diverge(
+            entry.seq,
+            `digest ${result.checkpoint.digest} differs at checkpoint`,
+          );
+        }
+      }
+      this.appliedSeq = entry.seq;
+      this.appliedEntries++;
+    }
+    return [this.ack()];
+  }
+
+  private diverge(seq: number, detail: string): StandbyMessage[] {
+    this.state = "diverged";
+    this.divergences++;
+    this.events.push({ kind: "divergence", seq, detail });
+    const ack = this.ack();
+    return [ack, { kind: "resync", epoch: this.epoch, reason: "diverged", fromSeq: 0, detail }];
+  }
+
+  private onChunk(chunk: SnapshotChunk): StandbyMessage[] {
+    if (chunk.index === 0 && chunk.snapshotId !== this.sink?.snapshotId) {
+      this.sink = new SnapshotSink(this.options.backendOptions, chunk);
+      this.state = "snapshot";
+      this.events.push({
+        kind: "snapshotStarted",
+        seq: chunk.atSeq,
+        detail: `snapshot ${chunk.snapshotId}`,
+      });
+    }
+    const sink = this.sink;
+    if (
+      sink === undefined ||
+      chunk.snapshotId !== sink.snapshotId ||
+      chunk.index !== sink.received
+    ) {
+      return [this.ack()]; // stale, duplicate or out of order: the ack says where we are
+    }
+    const failure = sink.accept(chunk);
+    if (failure) {
+      this.sink = undefined;
+      this.state = "empty";
+      return [
+        this.ack(),
+        {
+          kind: "resync",
+          epoch: this.epoch,
+          reason: "diverged",
+          fromSeq: 0,
+          detail: failure.message,
+        },
+      ];
+    }
+    if (sink.done) {
+      this.backend = sink.result();
+      this.appliedSeq = sink.atSeq;
+      this.state = "replica";
+      this.gapReportedAt = -1;
+      this.events.push({
+        kind: "snapshotDone",
+        seq: sink.atSeq,
+        detail: `snapshot ${sink.snapshotId}`,
+      });
+      const ack = this.ack(sink);
+      this.sink = undefined;
+      return [ack];
+    }
+    return [this.ack()];
+  }
+
+  ack(sink = this.sink): StandbyMessage {
+    const checkpoints = this.checkpoints;
+    this.checkpoints = [];
+    return {
+      kind: "ack",
+      epoch: this.epoch,
+      appliedSeq: this.state === "replica" || this.state === "diverged" ? this.appliedSeq : 0,
+      snapshotId: sink?.snapshotId ?? 0,
+      snapshotChunk: sink ? sink.received : 0,
+      heartbeatSentUs: this.lastHeartbeatUs,
+      checkpoints,
+    };
+  }
+
+  /** Drains the events recorded since the last call (for logs and metrics). */
+  takeEvents(): ReceiverEvent[] {
+    return this.events.splice(0);
+  }
+}
