@@ -9,11 +9,12 @@ export {
   Backend,
   type BackendOptions,
   type FrameOutcome,
+  type GuestBo,
+  GuestContext,
   type TenantQuota,
 } from "./paravirt/backend.js";
 export type { DirtyPage, Extent } from "./paravirt/mmio-tracker.js";
-export type { SessionLimits } from "./paravirt/session-table.js";
-export { type GuestBo, GuestContext } from "./paravirt/backend.js";
 export { sameSummary, summarizeResult } from "./paravirt/result-summary.js";
-export { exportMeta, SnapshotSource } from "./snapshot/snapshot-source.js";
+export type { SessionLimits } from "./paravirt/session-table.js";
 export { SnapshotSink } from "./snapshot/snapshot-sink.js";
+export { exportMeta, SnapshotSource } from "./snapshot/snapshot-source.js";

@@ -16,7 +16,6 @@ import {
   type StoreBatch,
 } from "@vgpu-ha/common";
 import type { BufferObject } from "../device/buffer-object.js";
-import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import {
   Device,
   type DeviceArg,
@@ -24,6 +23,7 @@ import {
   type DeviceOptions,
 } from "../device/device.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
+import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import { type DirtyPage, MmioTracker, type TrackedBuffer } from "./mmio-tracker.js";
 import { type SessionLimits, SessionRecord } from "./session-table.js";
 
@@ -125,7 +125,8 @@ export class Backend {
     }
     for (const c of meta.contexts) {
       const session = backend.sessions.get(c.sessionId);
-      if (session === undefined) return fail(ErrorCode.MALFORMED, `context ${c.handle} of no session`);
+      if (session === undefined)
+        return fail(ErrorCode.MALFORMED, `context ${c.handle} of no session`);
       const ctx = new GuestContext(c.handle, c.tenant, c.sessionId, backend.device.createContext());
       ctx.nextBoHandle = c.nextBoHandle;
       ctx.fenceValue = c.fenceValue;
@@ -457,7 +458,10 @@ export class Backend {
       for (const e of page.extents) {
         const inPage = inRange(e.offsetInPage, e.data.byteLength, PAGE_SIZE_BYTES);
         if (!inPage || !inRange(pageStart + e.offsetInPage, e.data.byteLength, gbo.bo.byteLength)) {
-          return fail(ErrorCode.OUT_OF_BOUNDS, `page batch extent outside ${page.context}/${page.bo}`);
+          return fail(
+            ErrorCode.OUT_OF_BOUNDS,
+            `page batch extent outside ${page.context}/${page.bo}`,
+          );
         }
       }
       targets.push(gbo);

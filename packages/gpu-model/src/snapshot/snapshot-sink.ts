@@ -36,10 +36,14 @@ export class SnapshotSink {
 
   accept(chunk: SnapshotChunk): Failure | null {
     if (chunk.snapshotId !== this.snapshotId || chunk.index !== this.expected) {
-      return fail(ErrorCode.MALFORMED, `snapshot chunk ${chunk.snapshotId}/${chunk.index} unexpected`);
+      return fail(
+        ErrorCode.MALFORMED,
+        `snapshot chunk ${chunk.snapshotId}/${chunk.index} unexpected`,
+      );
     }
     if (chunk.index === 0) {
-      if (chunk.meta === undefined) return fail(ErrorCode.MALFORMED, "snapshot chunk 0 without meta");
+      if (chunk.meta === undefined)
+        return fail(ErrorCode.MALFORMED, "snapshot chunk 0 without meta");
       const built = Backend.restore(this.options, chunk.meta);
       if ("code" in built) return built;
       this.backend = built;
@@ -49,7 +53,10 @@ export class SnapshotSink {
         const gbo = backend.contexts.get(run.context)?.bos.get(run.bo);
         const at = run.firstPage * PAGE_SIZE_BYTES;
         if (gbo === undefined || at + run.data.byteLength > gbo.bo.byteLength) {
-          return fail(ErrorCode.MALFORMED, `snapshot pages for ${run.context}/${run.bo} do not fit`);
+          return fail(
+            ErrorCode.MALFORMED,
+            `snapshot pages for ${run.context}/${run.bo} do not fit`,
+          );
         }
         gbo.bo.bytes.set(run.data, at);
       }

@@ -88,7 +88,14 @@ export class SnapshotSource {
     if (index === 0) {
       const last = this.pending.length === 0;
       if (last) this.finish();
-      return { snapshotId: this.snapshotId, atSeq: this.atSeq, index, last, meta: this.meta, pages: [] };
+      return {
+        snapshotId: this.snapshotId,
+        atSeq: this.atSeq,
+        index,
+        last,
+        meta: this.meta,
+        pages: [],
+      };
     }
     const pages: SnapshotPages[] = [];
     let bytes = 0;
