@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// `npm start`: a local node with a demo guest. Starts vgpud (loopback, any free ports), runs
-// the demo guest against it and prints what it did, then keeps a light load running and
-// prints a one-line status until Ctrl-C, which stops everything.
-//   --once   run the demo, stop the node and exit (0 when every demo step checked out)
+// `npm start`: a local primary + standby pair with a demo guest. Starts the standby (node-b)
+// and the primary (node-a) on loopback (any free ports; different device seeds), runs the
+// demo guest against the primary and prints what it did, checks both replicas are equal, then
+// keeps a light load running and prints a one-line status per node until Ctrl-C, which stops
+// everything.
+//   --once   run the demo and the check, stop both nodes and exit (0 when all checked out)
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,43 +13,81 @@ import { buf, runDemo, Session, u32 } from "@vgpu-ha/client";
 import { type SpawnedNode, spawnVgpud } from "../process/spawn-node.js";
 
 const TENANT = { tenant: "demo", token: "demo-token" };
+const ADMIN_TOKEN = "local-demo-admin-token";
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { once: { type: "boolean" } } });
   const dir = mkdtempSync(join(tmpdir(), "vgpu-local-"));
-  let node: SpawnedNode | undefined;
+  const nodes: SpawnedNode[] = [];
   const cleanup = async () => {
-    await node?.stop();
+    await Promise.all(nodes.map((n) => n.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    node = await spawnVgpud({
+    const common = {
+      clusterId: "vgpu-local",
+      guest: { listen: "127.0.0.1:0" },
+      ops: { listen: "127.0.0.1:0", token: ADMIN_TOKEN },
+      tenants: [{ name: TENANT.tenant, token: TENANT.token, vramQuotaBytes: "512MiB" }],
+    };
+    const standby = await spawnVgpud({
+      dir,
+      name: "node-b",
+      config: {
+        ...common,
+        nodeId: "node-b",
+        role: "standby",
+        replication: { listen: "127.0.0.1:0" },
+        device: { seed: 2, vramBytes: "1GiB" },
+      },
+    });
+    nodes.push(standby);
+    const primary = await spawnVgpud({
       dir,
       name: "node-a",
       config: {
+        ...common,
         nodeId: "node-a",
-        guest: { listen: "127.0.0.1:0" },
-        ops: { listen: "127.0.0.1:0" },
+        role: "primary",
+        peer: {
+          name: "node-b",
+          replicationAddress: standby.replication,
+          guestAddress: standby.guest,
+        },
         device: { seed: 1, vramBytes: "1GiB" },
-        tenants: [{ name: TENANT.tenant, token: TENANT.token, vramQuotaBytes: "512MiB" }],
       },
     });
-    console.log(`vgpud node-a serving guests on ${node.guest}`);
-    console.log(`  ops:  ${node.ops}/v1/status  ${node.ops}/metrics  ${node.ops}/readyz`);
-    console.log(`  log:  ${node.logFile}\n`);
-    const session = await Session.open({ endpoint: node.guest, ...TENANT });
-    console.log(`demo guest: session ${session.id} (epoch ${session.epoch})`);
+    nodes.push(primary);
+    for (const [name, n, role] of [
+      ["node-a", primary, "primary"],
+      ["node-b", standby, "standby"],
+    ] as const) {
+      console.log(`${name} (${role}) guest ${n.guest}  ops ${n.ops}/v1/status  log ${n.logFile}`);
+    }
+    await waitStreaming(primary);
+    const session = await Session.open({ endpoint: primary.guest, ...TENANT });
+    console.log(
+      `\ndemo guest: session ${session.id} on node-a (epoch ${session.epoch}), mode sync`,
+    );
     const ok = await runDemo(session, (s) =>
       console.log(`  ${s.ok ? "✓" : "✗"} ${s.what.padEnd(28)} ${s.detail}`),
     );
-    console.log(ok ? "\ndemo: every result checked out" : "\ndemo: SOME RESULTS WERE WRONG");
+    const verify = await verifyPair(primary);
+    console.log(
+      `  ${verify.equal ? "✓" : "✗"} ${"replicas equal".padEnd(28)} digest ${verify.primary.slice(0, 16)}… at seq ${verify.seq} on both nodes`,
+    );
+    const allOk = ok && verify.equal;
+    console.log(allOk ? "\ndemo: every result checked out" : "\ndemo: SOMETHING WAS WRONG");
     if (values.once) {
       await session.close();
       await cleanup();
-      return ok ? 0 : 1;
+      return allOk ? 0 : 1;
     }
-    console.log("running a light load; Ctrl-C stops the node and the guest\n");
-    await keepRunning(session, node);
+    console.log("running a light load; Ctrl-C stops both nodes and the guest\n");
+    await keepRunning(session, [
+      ["node-a", primary],
+      ["node-b", standby],
+    ]);
     await cleanup();
     return 0;
   } catch (e) {
@@ -57,8 +97,28 @@ async function main(): Promise<number> {
   }
 }
 
-/** Increments a counter buffer in a loop and prints the node's status until a signal. */
-async function keepRunning(session: Session, node: SpawnedNode): Promise<void> {
+async function getJson(url: string, init?: RequestInit): Promise<Record<string, unknown>> {
+  return (await (await fetch(url, init)).json()) as Record<string, unknown>;
+}
+
+async function waitStreaming(primary: SpawnedNode): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const s = await getJson(`${primary.ops}/v1/status`);
+    if ((s.replication as { state?: string } | null)?.state === "streaming") return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("the standby did not connect within 10 s");
+}
+
+async function verifyPair(primary: SpawnedNode) {
+  return (await getJson(`${primary.ops}/v1/verify`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  })) as { equal: boolean; seq: number; primary: string; standby: string };
+}
+
+/** Increments a counter buffer in a loop and prints each node's status until a signal. */
+async function keepRunning(session: Session, nodes: [string, SpawnedNode][]): Promise<void> {
   const ctx = await session.createContext();
   const bo = await session.allocBo(ctx, 4096);
   let stop = false;
@@ -79,16 +139,21 @@ async function keepRunning(session: Session, node: SpawnedNode): Promise<void> {
     }
   })().catch(() => undefined);
   const timer = setInterval(async () => {
-    try {
-      const s = (await (await fetch(`${node.ops}/v1/status`)).json()) as Record<string, unknown>;
-      const vram = s.vram as { usedBytes: number };
-      console.log(
-        `node-a  role=${s.role} epoch=${s.epoch} sessions=${s.sessions} contexts=${s.contexts} ` +
-          `vram=${(vram.usedBytes / 2 ** 20).toFixed(1)}MiB frames/s=${(frames / 2).toFixed(0)}`,
-      );
-      frames = 0;
-    } catch (e) {
-      console.log(`node-a  unreachable: ${(e as Error).message}`);
+    const rate = (frames / 2).toFixed(0);
+    frames = 0;
+    for (const [name, node] of nodes) {
+      try {
+        const s = await getJson(`${node.ops}/v1/status`);
+        const seq = s.seq as { last: number; applied: number; acknowledged: number };
+        const rep = s.replication as { state?: string; lag?: { entries: number } } | null;
+        console.log(
+          `${name}  role=${s.role} epoch=${s.epoch} state=${rep?.state ?? "-"} last=${seq.last} ` +
+            `applied=${seq.applied} lag=${rep?.lag?.entries ?? 0}` +
+            (s.role === "primary" ? ` frames/s=${rate}` : ""),
+        );
+      } catch (e) {
+        console.log(`${name}  unreachable: ${(e as Error).message}`);
+      }
     }
   }, 2000);
   await stopped;
