@@ -14,3 +14,4 @@ export * from "./transport/link.js";
 export * from "./wire/call-codec.js";
 export * as wire from "./wire/messages.js";
 export * from "./wire/replication-codec.js";
+export * from "./core/lease.js";
