@@ -107,6 +107,18 @@ describe("standalone vgpud", () => {
     await Promise.all(sessions.map((s) => s.close()));
   });
 
+  it("answers every outstanding frame before Closed, even past the in-flight window", async () => {
+    const session = await Session.open({
+      endpoint: started.node.guest,
+      ...alpha,
+      maxFramesInFlight: 8,
+    });
+    const ctx = await session.createContext();
+    const fences = Array.from({ length: 100 }, () => session.fence(ctx));
+    await session.close();
+    expect(await Promise.all(fences)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+  });
+
   it("pipelines many frames and answers each once, in order", async () => {
     const session = await open(alpha);
     const ctx = await session.createContext();
@@ -150,6 +162,16 @@ describe("standalone vgpud", () => {
         }),
       ),
     ).toBe(ErrorCode.NOT_MAPPED);
+    // what cannot go on the wire is refused at once, as a typed error, not a crash
+    await expect(
+      session.call({ op: "dmaRead", context: ctx, bo, offset: 1.5, length: 4 }),
+    ).rejects.toMatchObject({ code: ErrorCode.MALFORMED });
+    // DMA data is taken when the call is made: reusing the array afterwards changes nothing
+    const data = new Uint8Array([1, 2, 3, 4]);
+    const written = session.dmaWrite(ctx, bo, 0, data);
+    data.fill(9);
+    await written;
+    expect([...(await session.dmaRead(ctx, bo, 0, 4))]).toEqual([1, 2, 3, 4]);
     // still serving
     expect(await session.fence(ctx)).toBe(1);
     await session.close();

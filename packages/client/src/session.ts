@@ -122,19 +122,30 @@ export class Session {
 
   // ---- raw frames ----
 
-  /** Sends one call; resolves with its result whatever the code. */
+  /**
+   * Sends one call; resolves with its result whatever the code. The call is checked and its
+   * data copied now, so the caller may reuse its buffers at once.
+   */
   call(call: Call): Promise<CallResult> {
     this.flushStores();
-    return this.enqueue({ kind: "call", call });
+    const owned: Call =
+      call.op === "dmaWrite" ? { ...call, data: Uint8Array.prototype.slice.call(call.data) } : call;
+    return this.enqueue({ kind: "call", call: owned });
   }
 
-  /** Sends one store batch as a frame; resolves with its result. */
+  /** Sends one store batch as a frame (after any pending mapped-buffer stores); its result. */
   storeBatch(batch: StoreBatch): Promise<CallResult> {
+    this.flushStores();
     return this.enqueue({ kind: "stores", batch });
   }
 
   private enqueue(body: Parameters<FrameWindow["push"]>[0]): Promise<CallResult> {
     if (this.closedError) return Promise.reject(this.closedError);
+    try {
+      encodeFrame({ number: 1, body }); // refuses what cannot go on the wire, now
+    } catch (e) {
+      return Promise.reject(new VgpuError(ErrorCode.MALFORMED, (e as Error).message));
+    }
     const result = this.window.push(body);
     this.scheduleSend();
     return result;
@@ -289,6 +300,7 @@ export class Session {
   async drain(): Promise<void> {
     this.flushStores();
     await this.window.settled();
+    if (this.closedError) throw this.closedError;
     for (const m of this.mapped) await m.flush();
   }
 
@@ -296,7 +308,8 @@ export class Session {
   async close(): Promise<void> {
     if (this.closedError) return;
     this.flushStores();
-    this.send();
+    await this.window.settled(); // every frame answered before the Close
+    if (this.closedError) return;
     const done = new Promise<void>((resolve) => {
       this.stream.on("data", (m: wire.NodeMessage) => {
         if (m.kind.case === "closed") resolve();

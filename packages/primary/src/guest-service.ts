@@ -31,8 +31,10 @@ export interface GuestServiceDeps {
   readonly log: Logger;
   readonly nodeId: string;
   readonly epoch: () => number;
-  /** Frames one Frames message may carry (a guest keeps at most this many in flight). */
+  /** Frames a session may have sent and not had answered yet. */
   readonly maxFramesInFlight: number;
+  /** Largest gRPC message: replies are split so no Acks message exceeds half of it. */
+  readonly maxMessageBytes: number;
   /** Whether this node serves guests now; when not, streams get NOT_PRIMARY. */
   readonly serving: () => boolean;
   /**
@@ -59,6 +61,8 @@ interface StreamState {
   /** The Opened reply, held until the session-open entry is replicated. */
   opened: { seq: number; message: wire.NodeMessage } | undefined;
   readonly held: Held[];
+  /** After a Close: the seq of the close entry; Closed goes out once it is replicated. */
+  closing: number | undefined;
 }
 
 export class GuestService {
@@ -115,7 +119,13 @@ export class GuestService {
   }
 
   private serve(stream: Stream): void {
-    const state: StreamState = { stream, session: undefined, opened: undefined, held: [] };
+    const state: StreamState = {
+      stream,
+      session: undefined,
+      opened: undefined,
+      held: [],
+      closing: undefined,
+    };
     this.states.add(state);
     if (this.paused) stream.pause();
     stream.on("data", (message: wire.GuestMessage) => this.onMessage(state, message));
@@ -138,6 +148,10 @@ export class GuestService {
       );
       return;
     }
+    if (state.closing !== undefined) {
+      this.sessionError(state, ErrorCode.MALFORMED, "message after Close");
+      return;
+    }
     const kind = message.kind;
     switch (kind.case) {
       case "open":
@@ -155,14 +169,14 @@ export class GuestService {
         this.applyFrames(state, state.session, kind.value.frames);
         break;
       case "close":
+        // Closed follows the replies still held, once the close itself is replicated.
+        state.closing = 0;
         if (state.session !== undefined) {
-          this.deps.sequencer.closeSession(state.session.id);
+          state.closing = this.deps.sequencer.closeSession(state.session.id);
           this.bySession.delete(state.session.id);
           this.deps.log.debug({ session: state.session.id }, "session closed");
         }
-        state.stream.write(create(wire.NodeMessageSchema, { kind: { case: "closed", value: {} } }));
-        state.stream.end();
-        this.states.delete(state);
+        this.flush(state);
         break;
       default:
         this.sessionError(state, ErrorCode.MALFORMED, "empty guest message");
@@ -232,11 +246,11 @@ export class GuestService {
 
   private applyFrames(state: StreamState, session: Session, frames: readonly wire.Frame[]): void {
     const { sequencer, metrics } = this.deps;
-    if (frames.length > this.deps.maxFramesInFlight) {
+    if (state.held.length + frames.length > this.deps.maxFramesInFlight) {
       this.sessionError(
         state,
         ErrorCode.LIMIT_EXCEEDED,
-        `${frames.length} frames in one message, limit ${this.deps.maxFramesInFlight}`,
+        `${state.held.length + frames.length} frames unanswered, limit ${this.deps.maxFramesInFlight}`,
       );
       return;
     }
@@ -283,22 +297,42 @@ export class GuestService {
     }
     let n = 0;
     while (n < state.held.length && ready(state.held[n]!.seq)) n++;
-    if (n === 0) return;
-    const out = state.held.splice(0, n);
-    const last = out.at(-1)!;
-    if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
-    state.stream.write(
-      create(wire.NodeMessageSchema, {
-        kind: {
-          case: "acks",
-          value: {
-            epoch: BigInt(this.deps.epoch()),
-            ackedThrough: BigInt(last.frame),
-            results: out.map((h) => h.result),
-          },
-        },
-      }),
-    );
+    if (n > 0) this.writeAcks(state, state.held.splice(0, n));
+    if (state.closing !== undefined && state.held.length === 0 && ready(state.closing)) {
+      state.stream.write(create(wire.NodeMessageSchema, { kind: { case: "closed", value: {} } }));
+      state.stream.end();
+      this.states.delete(state);
+    }
+  }
+
+  /** One or more Acks messages, none above half the message limit. */
+  private writeAcks(state: StreamState, out: Held[]): void {
+    const budget = this.deps.maxMessageBytes / 2;
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i <= out.length; i++) {
+      const size = i < out.length ? resultBytes(out[i]!.result) : 0;
+      if (i === out.length || (i > start && bytes + size > budget)) {
+        const part = out.slice(start, i);
+        const last = part.at(-1)!;
+        if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
+        state.stream.write(
+          create(wire.NodeMessageSchema, {
+            kind: {
+              case: "acks",
+              value: {
+                epoch: BigInt(this.deps.epoch()),
+                ackedThrough: BigInt(last.frame),
+                results: part.map((h) => h.result),
+              },
+            },
+          }),
+        );
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
   }
 
   private sessionError(state: StreamState, code: ErrorCode, message: string, redirect = ""): void {
@@ -314,6 +348,11 @@ export class GuestService {
     }
     this.forget(state);
   }
+}
+
+function resultBytes(r: wire.FrameResult): number {
+  const out = r.result?.output;
+  return 64 + (out?.case === "data" ? out.value.byteLength : 0);
 }
 
 function malformedResult(e: MalformedError): CallResult {

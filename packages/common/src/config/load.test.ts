@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, envOverrides, loadConfig, parseConfig } from "./load.js";
+import { ConfigError, envOverrides, loadConfig, parseConfig, redactConfig } from "./load.js";
 
 describe("config", () => {
   it("fills every default from nothing", () => {
@@ -42,13 +42,34 @@ describe("config", () => {
     [{ device: { vramBytes: -5 } }, /device\.vramBytes = -5: must be at least/],
     [{ device: { vramBytes: "lots" } }, /device\.vramBytes = "lots"/],
     [{ guest: { listen: "nohost" } }, /guest\.listen = "nohost": must be host:port/],
-    [{ ops: { token: "short" } }, /ops\.token = "short": must be at least 16 characters/],
-    [{ tenants: [{ name: "x", token: "abc" }] }, /tenants\.0\.token = "abc"/],
+    [{ ops: { token: "short" } }, /ops\.token = \(hidden\): must be at least 16 characters/],
+    [{ tenants: [{ name: "x", token: "abc" }] }, /tenants\.0\.token = \(hidden\)/],
+    [{ limits: { maxDmaBytes: "40MiB" } }, /limits\.maxDmaBytes: must be at most half/],
+    [
+      {
+        tenants: [
+          { name: "x", token: "abcdefgh" },
+          { name: "x", token: "ijklmnop" },
+        ],
+      },
+      /tenants: tenant names must be unique/,
+    ],
+    [{ role: "primary", ops: { token: "a-secret-token-0001" } }, /peer\.replicationAddress/],
     [{ devcie: {} }, /devcie|Unrecognized key/],
     [{ log: { level: "loud" } }, /log\.level = "loud"/],
   ])("refuses %j", (input, message) => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
     expect(() => parseConfig(input)).toThrow(message);
+  });
+
+  it("never prints a secret in an error or in the printed config", () => {
+    const secret = "a-secret-token-0001";
+    const bad = () => parseConfig({ role: "primary", ops: { token: secret }, nope: 1 });
+    expect(bad).toThrow(ConfigError);
+    expect(bad).not.toThrow(new RegExp(secret));
+    const printed = JSON.stringify(redactConfig(parseConfig({ ops: { token: secret } })));
+    expect(printed).not.toContain(secret);
+    expect(printed).not.toContain("demo-token");
   });
 
   it("names a missing or unparsable file", () => {

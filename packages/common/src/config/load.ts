@@ -71,8 +71,27 @@ export function parseConfig(input: unknown): Config {
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const field = issue.path.length > 0 ? issue.path.join(".") : "(root)";
-  const value = "input" in issue ? ` = ${JSON.stringify(issue.input)}` : "";
-  return `config: ${field}${value}: ${issue.message}`;
+  return `config: ${field}${describeValue(issue)}: ${issue.message}`;
+}
+
+/** The offending value, when it is a plain value and not a secret. */
+function describeValue(issue: z.core.$ZodIssue): string {
+  if (!("input" in issue)) return "";
+  const input = issue.input;
+  const last = String(issue.path.at(-1) ?? "");
+  if (/token|key|secret|password/i.test(last)) return " = (hidden)";
+  const plain =
+    input === null || ["string", "number", "boolean", "undefined"].includes(typeof input);
+  return plain ? ` = ${JSON.stringify(input)}` : "";
+}
+
+/** The config with every secret replaced, for printing. */
+export function redactConfig(config: Config): Config {
+  return JSON.parse(
+    JSON.stringify(config, (key, value) =>
+      /token|key|secret|password/i.test(key) && typeof value === "string" ? "(hidden)" : value,
+    ),
+  ) as Config;
 }
 
 /** File (optional) + environment overrides + defaults, validated. */

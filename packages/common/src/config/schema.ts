@@ -71,7 +71,8 @@ export const ConfigSchema = z
       .prefault({}),
     limits: z
       .strictObject({
-        maxDmaBytes: bytes(1, 1024 ** 3).default(64 * 1024 ** 2),
+        /** Largest DMA read or write of one call; at most half of guest.maxMessageBytes. */
+        maxDmaBytes: bytes(1, 1024 ** 3).default(16 * 1024 ** 2),
         maxStoresPerBatch: count(1, 1 << 20).default(65536),
         replyCacheFrames: count(1, 1 << 20).default(4096),
         replyCacheBytes: bytes(0, 1024 ** 3).default(64 * 1024 ** 2),
@@ -112,8 +113,6 @@ export const ConfigSchema = z
         replicationAddress: address.optional(),
         /** The peer's guest address, given to guests that reach the wrong node. */
         guestAddress: address.optional(),
-        /** The peer's ops base URL (status and verify across the pair). */
-        opsUrl: z.string().url().optional(),
       })
       .prefault({}),
     mmio: z
@@ -143,6 +142,15 @@ export const ConfigSchema = z
   .refine((c) => c.role !== "primary" || c.peer.replicationAddress !== undefined, {
     message: "a primary needs peer.replicationAddress",
     path: ["peer", "replicationAddress"],
+  })
+  .refine((c) => c.limits.maxDmaBytes * 2 <= c.guest.maxMessageBytes, {
+    message:
+      "must be at most half of guest.maxMessageBytes (a DMA and its framing must fit a message)",
+    path: ["limits", "maxDmaBytes"],
+  })
+  .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
+    message: "tenant names must be unique",
+    path: ["tenants"],
   });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -2,7 +2,7 @@
 // vgpud: one node of the pair. `vgpud --config FILE` (YAML or JSON; VGPU_* env overrides),
 // `vgpud --print-config` prints the effective configuration and exits.
 import { parseArgs } from "node:util";
-import { ConfigError, createLogger, loadConfig } from "@vgpu-ha/common";
+import { ConfigError, createLogger, loadConfig, redactConfig } from "@vgpu-ha/common";
 import { VgpuNode } from "../node.js";
 
 const USAGE = "usage: vgpud [--config FILE] [--print-config]";
@@ -30,7 +30,7 @@ async function main(): Promise<number> {
     throw e;
   }
   if (args.values["print-config"]) {
-    console.log(JSON.stringify(config, null, 2));
+    console.log(JSON.stringify(redactConfig(config), null, 2));
     return 0;
   }
   const log = createLogger({ level: config.log.level, nodeId: config.nodeId });

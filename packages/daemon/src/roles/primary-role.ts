@@ -107,6 +107,7 @@ export class PrimaryRole implements Role {
       nodeId: config.nodeId,
       epoch: deps.epoch,
       maxFramesInFlight: config.guest.maxFramesInFlight,
+      maxMessageBytes: config.guest.maxMessageBytes,
       serving: () => !this.stopping,
       replicatedSeq: () => (syncMode && sender?.inSync ? sender.appliedSeq : undefined),
       afterApply: () => this.afterGuestMessage(),

@@ -24,12 +24,18 @@ export class SessionRecord {
     this.tenant = tenant;
   }
 
+  /**
+   * Caches a reply. The oldest replies go first when the cache holds more than its frame or
+   * byte limit, but the newest is always kept (a single reply above the byte limit evicts every
+   * older one, never itself).
+   */
   remember(frame: number, result: CallResult, limits: SessionLimits): void {
     this.replies.set(frame, result);
     this.replyBytes += replySize(result);
     for (const [oldFrame, old] of this.replies) {
-      if (this.replies.size <= limits.replyCacheFrames && this.replyBytes <= limits.replyCacheBytes)
-        break;
+      const within =
+        this.replies.size <= limits.replyCacheFrames && this.replyBytes <= limits.replyCacheBytes;
+      if (within || oldFrame === frame) break;
       this.replies.delete(oldFrame);
       this.replyBytes -= replySize(old);
     }

@@ -145,7 +145,9 @@ export class Sender {
     }
     switch (message.kind) {
       case "hello":
-        this.onHello(message, nowMs);
+        // The first hello of a connection moves the handshake on; any later one is a copy (the
+        // standby answers each of the primary's hellos, which are repeated until answered).
+        if (this.state === "hello") this.onHello(message, nowMs);
         return;
       case "ack":
         this.onAck(message, nowMs);
@@ -278,6 +280,10 @@ export class Sender {
   poll(nowMs: number): PrimaryMessage[] {
     const out: PrimaryMessage[] = [];
     if (this.state === "disconnected") return out;
+    if (this.state === "hello" && nowMs - this.lastProgressMs > this.options.retransmitMs) {
+      this.pendingHello = true; // no answer yet: say hello again
+      this.lastProgressMs = nowMs;
+    }
     if (this.pendingHello) {
       this.pendingHello = false;
       out.push({

@@ -37,6 +37,13 @@ export class Receiver {
   appliedSeq = 0;
   epoch: number;
   private sink: SnapshotSink | undefined;
+  /**
+   * The newest snapshot started on this connection. A sender numbers its snapshots upwards,
+   * so chunk 0 of this one or an older one is a stale or duplicated copy, never a new start.
+   */
+  private newestSnapshotId = 0;
+  /** The last snapshot installed: acks name it, so a sender whose last ack was lost can finish. */
+  private installed: { readonly snapshotId: number; readonly chunks: number } | undefined;
   private gapReportedAt = -1;
   private lastHeartbeatUs = 0;
   private checkpoints: CheckpointResult[] = [];
@@ -76,6 +83,7 @@ export class Receiver {
   /** A connection broke. A snapshot in progress is kept: the hello offers to resume it. */
   disconnected(): void {
     this.gapReportedAt = -1;
+    this.newestSnapshotId = this.sink?.snapshotId ?? 0;
   }
 
   step(message: PrimaryMessage): StandbyMessage[] {
@@ -107,7 +115,7 @@ export class Receiver {
             },
           ];
         }
-        return [];
+        return [this.hello()]; // the primary repeats its hello until it hears ours
       case "heartbeat":
         this.lastHeartbeatUs = message.sentUs;
         return [this.ack()];
@@ -164,7 +172,8 @@ export class Receiver {
   }
 
   private onChunk(chunk: SnapshotChunk): StandbyMessage[] {
-    if (chunk.index === 0 && chunk.snapshotId !== this.sink?.snapshotId) {
+    if (chunk.index === 0 && chunk.snapshotId > this.newestSnapshotId) {
+      this.newestSnapshotId = chunk.snapshotId;
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
       this.state = "snapshot";
       this.events.push({
@@ -206,22 +215,24 @@ export class Receiver {
         seq: sink.atSeq,
         detail: `snapshot ${sink.snapshotId}`,
       });
-      const ack = this.ack(sink);
+      this.installed = { snapshotId: sink.snapshotId, chunks: sink.received };
       this.sink = undefined;
-      return [ack];
+      return [this.ack()];
     }
     return [this.ack()];
   }
 
-  ack(sink = this.sink): StandbyMessage {
+  ack(): StandbyMessage {
     const checkpoints = this.checkpoints;
     this.checkpoints = [];
+    const sink = this.sink;
+    const snapshot = sink ? { snapshotId: sink.snapshotId, chunks: sink.received } : this.installed;
     return {
       kind: "ack",
       epoch: this.epoch,
       appliedSeq: this.state === "replica" || this.state === "diverged" ? this.appliedSeq : 0,
-      snapshotId: sink?.snapshotId ?? 0,
-      snapshotChunk: sink ? sink.received : 0,
+      snapshotId: snapshot?.snapshotId ?? 0,
+      snapshotChunk: snapshot?.chunks ?? 0,
       heartbeatSentUs: this.lastHeartbeatUs,
       checkpoints,
     };

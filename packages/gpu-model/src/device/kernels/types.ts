@@ -21,9 +21,9 @@ export interface KernelBuffer {
 /** Resolved arguments, one per slot: a KernelBuffer for buffer slots, a number otherwise. */
 export type ResolvedArg = KernelBuffer | number;
 
-/** Why validation failed: the arguments do not fit the kernel ("args"), or too much work ("work"). */
+/** Why validation failed: the arguments do not fit the kernel. */
 export interface KernelRejection {
-  readonly reason: "args" | "work";
+  readonly reason: "args";
   readonly message: string;
 }
 
