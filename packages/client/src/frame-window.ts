@@ -27,6 +27,12 @@ export class FrameWindow {
     return this.frames.length - this.head;
   }
 
+  /** The highest frame number whose result was delivered (0 when none). */
+  get settledThrough(): number {
+    const oldest = this.frames[this.head];
+    return oldest ? oldest.frame.number - 1 : this.nextNumber - 1;
+  }
+
   /** Frames sent and not yet settled. */
   get inFlight(): number {
     return this.firstUnsent - this.head;

@@ -1,27 +1,31 @@
-// A guest session: one gRPC stream to the node, frames pipelined (many in flight, packed
-// several per message), results delivered per frame, typed calls on top.
+// A guest session: frames pipelined over one gRPC stream (many in flight, packed several per
+// message), results delivered per frame, typed calls on top — and exactly-once across
+// failovers: when the stream breaks or the node says it is not primary, the session reconnects
+// (to the node it was pointed at, else the next endpoint), resumes, and re-sends every frame
+// not yet answered; the node answers frames it already applied from its replicated reply
+// cache instead of applying them again. Replies from an epoch older than one seen are refused.
 import { create } from "@bufbuild/protobuf";
-import * as grpc from "@grpc/grpc-js";
 import {
   type Call,
   type CallResult,
-  createClient,
   decodeResult,
   ErrorCode,
   encodeFrame,
   type KernelArg,
-  type ServiceClient,
   type StoreBatch,
   VgpuError,
   wire,
 } from "@vgpu-ha/common";
+import { type Connection, connect, drop, RedirectError } from "./connection.js";
 import { SessionClosedError } from "./errors.js";
 import { FrameWindow } from "./frame-window.js";
 import { MappedBuffer } from "./mapped-buffer.js";
 
 export interface SessionOptions {
-  /** host:port of the node's guest API. */
-  readonly endpoint: string;
+  /** host:port of a node's guest API (use `endpoints` to give both nodes of a pair). */
+  readonly endpoint?: string;
+  /** The nodes of the pair, tried in order after the first fails. */
+  readonly endpoints?: readonly string[];
   readonly tenant: string;
   readonly token: string;
   /** Frames sent but not yet acknowledged, at most (the node's guest.maxFramesInFlight or less). */
@@ -29,95 +33,170 @@ export interface SessionOptions {
   /** Frames packed into one gRPC message, at most. */
   readonly maxFramesPerMessage?: number;
   readonly maxMessageBytes?: number;
+  /** How long to keep trying to reach a serving node after a failure before giving up. */
+  readonly failoverTimeoutMs?: number;
+  /** How long one connection attempt may wait for the node's answer. */
+  readonly connectTimeoutMs?: number;
 }
 
-type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
+/** Codes after which trying another node cannot help. */
+const FATAL = new Set<ErrorCode>([
+  ErrorCode.UNAUTHENTICATED,
+  ErrorCode.UNKNOWN_SESSION,
+  ErrorCode.LIMIT_EXCEEDED,
+  ErrorCode.MALFORMED,
+]);
 
 export class Session {
   readonly id: string;
-  readonly nodeId: string;
+  /** The node serving the session now. */
+  nodeId: string;
   /** Highest epoch seen in any reply. */
   epoch: number;
-  private readonly client: ServiceClient<typeof wire.Guest>;
-  private readonly stream: Duplex;
+  /** Times the session moved to another stream (reconnects and failovers). */
+  resumes = 0;
+  private conn: Connection | undefined;
+  private readonly options: SessionOptions;
+  private readonly endpoints: readonly string[];
+  private endpointIndex = 0;
   private readonly window: FrameWindow;
   private readonly maxInFlight: number;
   private readonly maxPerMessage: number;
   private readonly mapped = new Set<MappedBuffer>();
   private flushScheduled = false;
+  private reconnecting = false;
+  private closing = false;
   private closedError: Error | undefined;
 
-  private constructor(
-    init: { id: string; nodeId: string; epoch: number; lastFrame: number },
-    client: ServiceClient<typeof wire.Guest>,
-    stream: Duplex,
-    options: SessionOptions,
-  ) {
-    this.id = init.id;
-    this.nodeId = init.nodeId;
-    this.epoch = init.epoch;
-    this.client = client;
-    this.stream = stream;
-    this.window = new FrameWindow(init.lastFrame);
+  private constructor(conn: Connection, options: SessionOptions, endpoints: readonly string[]) {
+    const opened = conn.opened;
+    this.id = opened.sessionId;
+    this.nodeId = opened.nodeId;
+    this.epoch = Number(opened.epoch);
+    this.options = options;
+    this.endpoints = endpoints;
+    this.endpointIndex = Math.max(0, endpoints.indexOf(conn.endpoint));
+    this.window = new FrameWindow(Number(opened.lastFrame));
     this.maxInFlight = options.maxFramesInFlight ?? 1024;
     this.maxPerMessage = options.maxFramesPerMessage ?? 256;
-    stream.on("data", (m: wire.NodeMessage) => this.onMessage(m));
+    this.attach(conn);
+  }
+
+  /** Opens a new session on the first endpoint that serves guests. */
+  static async open(options: SessionOptions): Promise<Session> {
+    const endpoints = [
+      ...(options.endpoints ?? []),
+      ...(options.endpoint ? [options.endpoint] : []),
+    ];
+    if (endpoints.length === 0) throw new Error("Session.open needs endpoint or endpoints");
+    let last: unknown;
+    for (const endpoint of endpoints) {
+      try {
+        const conn = await connect(
+          endpoint,
+          { tenant: options.tenant, token: options.token },
+          options.maxMessageBytes ?? 64 * 1024 * 1024,
+          options.connectTimeoutMs ?? 5000,
+        );
+        return new Session(conn, options, endpoints);
+      } catch (e) {
+        last = e;
+        if (e instanceof SessionClosedError && FATAL.has(e.code)) throw e;
+      }
+    }
+    throw last;
+  }
+
+  private attach(conn: Connection): void {
+    this.conn = conn;
+    const { stream } = conn;
+    stream.on("data", (m: wire.NodeMessage) => this.onMessage(conn, m));
     stream.on("error", (e: Error) =>
-      this.fail(new SessionClosedError(ErrorCode.INTERNAL, e.message)),
+      this.lost(conn, new SessionClosedError(ErrorCode.NOT_PRIMARY, e.message)),
     );
     stream.on("end", () =>
-      this.fail(new SessionClosedError(ErrorCode.NOT_PRIMARY, "stream ended")),
+      this.lost(conn, new SessionClosedError(ErrorCode.NOT_PRIMARY, "stream ended")),
     );
   }
 
-  /** Opens a new session on the node. */
-  static async open(options: SessionOptions): Promise<Session> {
-    const maxBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
-    const client = createClient(wire.Guest, options.endpoint, grpc.credentials.createInsecure(), {
-      "grpc.max_receive_message_length": maxBytes,
-      "grpc.max_send_message_length": maxBytes,
-    });
-    const stream = client.session();
-    stream.write(
-      create(wire.GuestMessageSchema, {
-        kind: { case: "open", value: { tenant: options.tenant, token: options.token } },
-      }),
+  /** The stream broke or the node refused: resume elsewhere, unless that cannot help. */
+  private lost(conn: Connection, error: SessionClosedError): void {
+    if (this.conn !== conn) return;
+    this.conn = undefined;
+    drop(conn);
+    if (this.closing || FATAL.has(error.code)) {
+      this.fail(error);
+      return;
+    }
+    const redirect =
+      error instanceof RedirectError && error.redirect !== "" ? error.redirect : undefined;
+    void this.reconnect(error, redirect);
+  }
+
+  private async reconnect(cause: Error, preferred: string | undefined): Promise<void> {
+    if (this.reconnecting || this.closedError) return;
+    this.reconnecting = true;
+    const deadline = Date.now() + (this.options.failoverTimeoutMs ?? 30_000);
+    let attempt = 0;
+    let next = preferred;
+    let lastError: Error = cause;
+    while (Date.now() < deadline && !this.closedError) {
+      if (next === undefined) this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
+      const endpoint = next ?? this.endpoints[this.endpointIndex]!;
+      next = undefined;
+      try {
+        const conn = await connect(
+          endpoint,
+          { tenant: this.options.tenant, token: this.options.token, resumeSessionId: this.id },
+          this.options.maxMessageBytes ?? 64 * 1024 * 1024,
+          this.options.connectTimeoutMs ?? 2000,
+        );
+        if (this.resume(conn)) return;
+        drop(conn);
+      } catch (e) {
+        lastError = e as Error;
+        if (e instanceof SessionClosedError && FATAL.has(e.code)) break;
+        if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
+      }
+      attempt++;
+      const backoff = Math.min(1000, 25 * 2 ** Math.min(attempt, 6));
+      await new Promise((r) => setTimeout(r, backoff * (0.5 + Math.random() / 2)));
+    }
+    this.reconnecting = false;
+    this.fail(
+      lastError instanceof SessionClosedError
+        ? lastError
+        : new SessionClosedError(
+            ErrorCode.NOT_PRIMARY,
+            `no node resumed the session: ${lastError.message}`,
+          ),
     );
-    const opened = await new Promise<wire.Opened>((resolve, reject) => {
-      const onData = (m: wire.NodeMessage) => {
-        cleanup();
-        if (m.kind.case === "opened") resolve(m.kind.value);
-        else if (m.kind.case === "error")
-          reject(new SessionClosedError(m.kind.value.code, m.kind.value.message));
-        else reject(new SessionClosedError(ErrorCode.MALFORMED, `unexpected ${m.kind.case}`));
-      };
-      const onError = (e: Error) => {
-        cleanup();
-        reject(new SessionClosedError(ErrorCode.NOT_PRIMARY, e.message));
-      };
-      const cleanup = () => {
-        stream.off("data", onData);
-        stream.off("error", onError);
-      };
-      stream.on("data", onData);
-      stream.on("error", onError);
-    }).catch((e: unknown) => {
-      stream.on("error", () => undefined); // the cancel below reports CANCELLED; nobody listens
-      stream.cancel();
-      client.close();
-      throw e;
-    });
-    return new Session(
-      {
-        id: opened.sessionId,
-        nodeId: opened.nodeId,
-        epoch: Number(opened.epoch),
-        lastFrame: Number(opened.lastFrame),
-      },
-      client,
-      stream,
-      options,
-    );
+  }
+
+  /** Takes a resumed stream if its node is not older and has not lost answered frames. */
+  private resume(conn: Connection): boolean {
+    const epoch = Number(conn.opened.epoch);
+    if (epoch < this.epoch) return false; // a node from an older epoch: not to be believed
+    const lastFrame = Number(conn.opened.lastFrame);
+    const answered = this.window.settledThrough;
+    this.reconnecting = false;
+    if (lastFrame < answered) {
+      drop(conn);
+      this.fail(
+        new SessionClosedError(
+          ErrorCode.FRAME_OUT_OF_ORDER,
+          `${conn.opened.nodeId} has frame ${lastFrame} but ${answered} were acknowledged: ${answered - lastFrame} lost (async failover)`,
+        ),
+      );
+      return true;
+    }
+    this.epoch = epoch;
+    this.nodeId = conn.opened.nodeId;
+    this.resumes++;
+    this.attach(conn);
+    this.window.rewind();
+    this.send();
+    return true;
   }
 
   // ---- raw frames ----
@@ -162,12 +241,14 @@ export class Session {
   }
 
   private send(): void {
+    const conn = this.conn;
+    if (conn === undefined) return;
     for (;;) {
       const room = Math.min(this.maxPerMessage, this.maxInFlight - this.window.inFlight);
       if (room <= 0) return;
       const frames = this.window.takeUnsent(room);
       if (frames.length === 0) return;
-      this.stream.write(
+      conn.stream.write(
         create(wire.GuestMessageSchema, {
           kind: { case: "frames", value: { frames: frames.map(encodeFrame) } },
         }),
@@ -175,7 +256,8 @@ export class Session {
     }
   }
 
-  private onMessage(m: wire.NodeMessage): void {
+  private onMessage(conn: Connection, m: wire.NodeMessage): void {
+    if (this.conn !== conn) return;
     switch (m.kind.case) {
       case "acks": {
         const epoch = Number(m.kind.value.epoch);
@@ -187,9 +269,11 @@ export class Session {
         this.send();
         return;
       }
-      case "error":
-        this.fail(new SessionClosedError(m.kind.value.code, m.kind.value.message));
+      case "error": {
+        const { code, message, redirect } = m.kind.value;
+        this.lost(conn, new RedirectError(code, message, redirect));
         return;
+      }
       case "closed":
         this.fail(new SessionClosedError(ErrorCode.OK, "session closed"));
         return;
@@ -202,7 +286,8 @@ export class Session {
     if (this.closedError) return;
     this.closedError = error;
     this.window.failAll(error);
-    this.client.close();
+    if (this.conn) drop(this.conn);
+    this.conn = undefined;
   }
 
   // ---- typed calls: resolve with the output, reject with a VgpuError ----
@@ -309,16 +394,18 @@ export class Session {
     if (this.closedError) return;
     this.flushStores();
     await this.window.settled(); // every frame answered before the Close
-    if (this.closedError) return;
+    const conn = this.conn;
+    if (this.closedError || conn === undefined) return;
+    this.closing = true;
     const done = new Promise<void>((resolve) => {
-      this.stream.on("data", (m: wire.NodeMessage) => {
+      conn.stream.on("data", (m: wire.NodeMessage) => {
         if (m.kind.case === "closed") resolve();
       });
-      this.stream.on("end", () => resolve());
-      this.stream.on("error", () => resolve());
+      conn.stream.on("end", () => resolve());
+      conn.stream.on("error", () => resolve());
     });
-    this.stream.write(create(wire.GuestMessageSchema, { kind: { case: "close", value: {} } }));
-    this.stream.end();
+    conn.stream.write(create(wire.GuestMessageSchema, { kind: { case: "close", value: {} } }));
+    conn.stream.end();
     await done;
     this.fail(new SessionClosedError(ErrorCode.OK, "session closed"));
   }

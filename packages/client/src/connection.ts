@@ -1,0 +1,87 @@
+// One gRPC stream to one node for a session: open (or resume) it and wait for Opened.
+import { create } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { createClient, ErrorCode, type ServiceClient, wire } from "@vgpu-ha/common";
+import { SessionClosedError } from "./errors.js";
+
+export type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
+
+export interface Connection {
+  readonly endpoint: string;
+  readonly client: ServiceClient<typeof wire.Guest>;
+  readonly stream: Duplex;
+  readonly opened: wire.Opened;
+}
+
+/** A SessionClosedError that names where to go instead (NOT_PRIMARY with a redirect). */
+export class RedirectError extends SessionClosedError {
+  readonly redirect: string;
+  constructor(code: ErrorCode, message: string, redirect: string) {
+    super(code, message);
+    this.redirect = redirect;
+  }
+}
+
+export async function connect(
+  endpoint: string,
+  open: { tenant: string; token: string; resumeSessionId?: string },
+  maxMessageBytes: number,
+  timeoutMs: number,
+): Promise<Connection> {
+  const client = createClient(wire.Guest, endpoint, grpc.credentials.createInsecure(), {
+    "grpc.max_receive_message_length": maxMessageBytes,
+    "grpc.max_send_message_length": maxMessageBytes,
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+  });
+  const stream = client.session();
+  stream.write(create(wire.GuestMessageSchema, { kind: { case: "open", value: open } }));
+  try {
+    const opened = await new Promise<wire.Opened>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new SessionClosedError(
+              ErrorCode.NOT_PRIMARY,
+              `${endpoint}: no answer in ${timeoutMs} ms`,
+            ),
+          ),
+        timeoutMs,
+      );
+      const onData = (m: wire.NodeMessage) => {
+        cleanup();
+        if (m.kind.case === "opened") resolve(m.kind.value);
+        else if (m.kind.case === "error") {
+          const { code, message, redirect } = m.kind.value;
+          reject(new RedirectError(code, `${endpoint}: ${message}`, redirect));
+        } else reject(new SessionClosedError(ErrorCode.MALFORMED, `unexpected ${m.kind.case}`));
+      };
+      const onError = (e: Error) => {
+        cleanup();
+        reject(new SessionClosedError(ErrorCode.NOT_PRIMARY, `${endpoint}: ${e.message}`));
+      };
+      const onEnd = () => onError(new Error("stream ended"));
+      const cleanup = () => {
+        clearTimeout(timer);
+        stream.off("data", onData);
+        stream.off("error", onError);
+        stream.off("end", onEnd);
+      };
+      stream.on("data", onData);
+      stream.on("error", onError);
+      stream.on("end", onEnd);
+    });
+    return { endpoint, client, stream, opened };
+  } catch (e) {
+    drop({ client, stream });
+    throw e;
+  }
+}
+
+/** Ends a connection without caring how. */
+export function drop(conn: { client: grpc.Client; stream: Duplex }): void {
+  conn.stream.removeAllListeners("data");
+  conn.stream.on("error", () => undefined); // the cancel reports CANCELLED; nobody listens
+  conn.stream.cancel();
+  conn.client.close();
+}
