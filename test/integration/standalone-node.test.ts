@@ -163,9 +163,14 @@ describe("standalone vgpud", () => {
       ),
     ).toBe(ErrorCode.NOT_MAPPED);
     // what cannot go on the wire is refused at once, as a typed error, not a crash
-    await expect(
-      session.call({ op: "dmaRead", context: ctx, bo, offset: 1.5, length: 4 }),
-    ).rejects.toMatchObject({ code: ErrorCode.MALFORMED });
+    for (const bad of [
+      { op: "dmaRead", context: ctx, bo, offset: 1.5, length: 4 },
+      { op: "dmaRead", context: ctx, bo, offset: -1, length: 4 },
+      { op: "boFree", context: ctx, bo: 2 ** 32 },
+      { op: "kernelLaunch", context: ctx, kernel: "fill", args: [{ kind: "i32", value: 2 ** 31 }] },
+    ] as const) {
+      await expect(session.call(bad)).rejects.toMatchObject({ code: ErrorCode.MALFORMED });
+    }
     // DMA data is taken when the call is made: reusing the array afterwards changes nothing
     const data = new Uint8Array([1, 2, 3, 4]);
     const written = session.dmaWrite(ctx, bo, 0, data);

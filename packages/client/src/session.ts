@@ -20,6 +20,7 @@ import { type Connection, connect, drop, RedirectError } from "./connection.js";
 import { SessionClosedError } from "./errors.js";
 import { FrameWindow } from "./frame-window.js";
 import { MappedBuffer } from "./mapped-buffer.js";
+import { invalidCall, invalidStores } from "./validate.js";
 
 export interface SessionOptions {
   /** host:port of a node's guest API (use `endpoints` to give both nodes of a pair). */
@@ -220,11 +221,8 @@ export class Session {
 
   private enqueue(body: Parameters<FrameWindow["push"]>[0]): Promise<CallResult> {
     if (this.closedError) return Promise.reject(this.closedError);
-    try {
-      encodeFrame({ number: 1, body }); // refuses what cannot go on the wire, now
-    } catch (e) {
-      return Promise.reject(new VgpuError(ErrorCode.MALFORMED, (e as Error).message));
-    }
+    const invalid = body.kind === "call" ? invalidCall(body.call) : invalidStores(body.batch);
+    if (invalid !== null) return Promise.reject(new VgpuError(ErrorCode.MALFORMED, invalid));
     const result = this.window.push(body);
     this.scheduleSend();
     return result;

@@ -43,7 +43,8 @@ export class PrimaryRole implements Role {
   private guestServer: GuestServer | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   private stopping = false;
-  private nextSnapshotId = 1;
+  /** Snapshot ids grow across restarts too (a standby ignores chunk 0 of an older id). */
+  private nextSnapshotId = Date.now() * 1000;
   private nextCheckpoint = 1;
   private readonly checkpointWaiters = new Map<
     number,

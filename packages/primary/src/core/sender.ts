@@ -30,6 +30,7 @@ export interface SenderOptions {
 
 /** A snapshot being produced (SnapshotSource in gpu-model). */
 export interface SnapshotStream {
+  /** Higher for each snapshot a Sender starts: the standby takes a lower one for a stale copy. */
   readonly snapshotId: number;
   readonly atSeq: number;
   next(): SnapshotChunk | undefined;
@@ -154,15 +155,14 @@ export class Sender {
         return;
       case "resync":
         this.events.push({ kind: "resync", reason: message.reason, detail: message.detail });
-        if (
-          message.reason === "gap" &&
-          this.state === "streaming" &&
-          this.log.has(message.fromSeq)
-        ) {
-          this.sentSeq = message.fromSeq - 1;
-        } else {
-          this.beginSnapshot(nowMs);
+        if (message.reason === "gap") {
+          // A gap report from before a snapshot or for what is already acknowledged is stale.
+          if (this.state !== "streaming" || message.fromSeq <= this.appliedSeq) return;
+          if (this.log.has(message.fromSeq)) this.sentSeq = message.fromSeq - 1;
+          else this.beginSnapshot(nowMs);
+          return;
         }
+        this.beginSnapshot(nowMs);
         return;
       case "error":
         this.events.push({ kind: "refused", code: message.code, message: message.message });

@@ -1,0 +1,529 @@
+// One seeded run: the real Sequencer, Sender and Receiver (with the real log, applier and
+// snapshot code) driven by a simulated clock, a simulated link and simulated guests. Load runs
+// with faults (delay, loss, duplication, reordering, broken links, late and restarted
+// standbys); then the network heals and the load stops, and the run must reach quiescence
+// within a bound. Safety is checked all along (StandbyMonitor, and each sync reply against
+// what the standby holds when it is released); at quiescence the replicas must be equal.
+import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
+import { Sender, type SenderEvent, Sequencer } from "@vgpu-ha/primary";
+import { Receiver } from "@vgpu-ha/standby";
+import { EventQueue } from "./event-queue.js";
+import { SimLink } from "./network.js";
+import type { SimParams } from "./params.js";
+import { frameKey, RecordingLog } from "./recording-log.js";
+import { SimRng } from "./rng.js";
+import { describeEvent, type SimEvent } from "./sim-events.js";
+import { emptyStats, type SimResult, type SimStats } from "./sim-result.js";
+import { SimFailure, StandbyMonitor } from "./standby-monitor.js";
+import {
+  backendOptionsFor,
+  generateWorkload,
+  type Workload,
+  type WorkloadStep,
+} from "./workload.js";
+
+interface PendingReply {
+  readonly session: string;
+  readonly frame: number;
+  readonly seq: number;
+}
+
+const MAX_EVENTS = 2_000_000;
+const LOAD_BOUND_MS = 60_000;
+
+type SessionRecord = NonNullable<ReturnType<Backend["sessions"]["get"]>>;
+
+export class Simulation {
+  readonly params: SimParams;
+  private nowMs = 0;
+  private readonly queue = new EventQueue<SimEvent>();
+  private readonly rng: { guests: SimRng; faults: SimRng };
+  private readonly toStandby: SimLink;
+  private readonly toPrimary: SimLink;
+  private trace = 0x811c9dc5;
+  // primary
+  private readonly log = new RecordingLog();
+  private readonly backend: Backend;
+  private readonly sequencer: Sequencer;
+  private readonly sender: Sender;
+  private nextSnapshotId = 1;
+  private nextCheckpointId = 1;
+  private flushArmed = false;
+  // standby
+  private receiver: Receiver | undefined;
+  private readonly monitor: StandbyMonitor;
+  private readonly standbyOptions: Receiver["options"]["backendOptions"];
+  private linkUp = false;
+  private connection = 0;
+  // guests
+  private readonly guestSessions: Workload["sessions"];
+  private readonly steps: readonly WorkloadStep[];
+  private readonly sessions = new Map<string, SessionRecord>();
+  private readonly inflight = new Map<string, number>();
+  private nextStep = 0;
+  private waitingForReply = false;
+  private pending: PendingReply[] = [];
+  private healed = false;
+  /** Both replicas' state digest once they were found equal. */
+  private finalDigest = "";
+  readonly stats: SimStats = emptyStats();
+
+  /** Called with a line per event when set (the CLI's --trace). */
+  private readonly onTrace: ((line: string) => void) | undefined;
+
+  constructor(params: SimParams, onTrace?: (line: string) => void) {
+    this.params = params;
+    this.onTrace = onTrace;
+    const root = new SimRng(params.seed);
+    this.rng = { guests: root.fork(1), faults: root.fork(2) };
+    this.toStandby = new SimLink(params.network, root.fork(3));
+    this.toPrimary = new SimLink(params.network, root.fork(4));
+    const w = params.workload;
+    const workload = generateWorkload(params.seed, {
+      frames: w.frames,
+      sessions: w.sessions,
+      tenants: w.tenants,
+      invalidPercent: w.invalidPercent,
+      resendPercent: w.resendPercent,
+    });
+    this.steps = workload.steps;
+    const options = backendOptionsFor(workload, params.seed & 0xffff);
+    this.backend = new Backend({ ...options, trackMmio: true });
+    this.standbyOptions = {
+      ...options,
+      device: { ...options.device, seed: (params.seed & 0xffff) + 1000 },
+      trackMmio: false,
+    };
+    this.sequencer = new Sequencer(
+      this.backend,
+      this.log,
+      { mmio: params.mmio, flushBytes: params.flushBytes },
+      () => this.nowMs,
+    );
+    this.sender = new Sender(
+      { clusterId: "sim", nodeId: "primary", ...params.sender },
+      this.log,
+      () => {
+        this.sequencer.flushMmio();
+        const id = this.nextSnapshotId++;
+        return new SnapshotSource(this.backend, id, this.log.lastSeq, params.snapshotChunkBytes);
+      },
+      1,
+    );
+    this.monitor = new StandbyMonitor(this.log.all);
+    this.guestSessions = workload.sessions;
+  }
+
+  run(): SimResult {
+    let failure: string | undefined;
+    try {
+      this.start();
+      this.loop();
+      this.checkQuiescent();
+    } catch (e) {
+      const what = e instanceof SimFailure ? e.message : `crash: ${(e as Error).stack ?? e}`;
+      failure = `seed ${this.params.seed} at t=${this.nowMs.toFixed(3)}ms: ${what}`;
+    }
+    this.stats.entries = this.log.lastSeq;
+    this.stats.entriesApplied = this.monitor.applied;
+    this.stats.snapshotsInstalled = this.monitor.snapshotsInstalled;
+    for (const link of [this.toStandby, this.toPrimary]) {
+      this.stats.messagesDropped += link.stats.dropped;
+      this.stats.messagesDuplicated += link.stats.duplicated;
+      this.stats.messagesReordered += link.stats.reordered;
+    }
+    return {
+      seed: this.params.seed,
+      failure,
+      endMs: this.nowMs,
+      lastSeq: this.log.lastSeq,
+      digest: this.finalDigest,
+      trace: this.trace >>> 0,
+      stats: this.stats,
+    };
+  }
+
+  // ---- the event loop ----
+
+  private start(): void {
+    const p = this.params;
+    const { faults } = this.rng;
+    for (const s of this.guestSessions) {
+      const opened = this.sequencer.openSession(s.id, s.tenant);
+      if ("code" in opened) throw new SimFailure(`cannot open session ${s.id}: ${opened.message}`);
+      this.sessions.set(s.id, opened);
+      this.inflight.set(s.id, 0);
+    }
+    this.at(p.standbyStartMs, { kind: "standbyStart" });
+    this.at(0, { kind: "issue" });
+    this.at(p.tickMs, { kind: "tick" });
+    if (p.checkpointEveryMs > 0) this.at(p.checkpointEveryMs, { kind: "checkpoint" });
+    if (p.network.disconnectsPerSec > 0) {
+      this.at(faults.exponential(1000 / p.network.disconnectsPerSec), { kind: "disconnect" });
+    }
+    if (p.standbyRestartsPerSec > 0) {
+      this.at(faults.exponential(1000 / p.standbyRestartsPerSec), { kind: "standbyRestart" });
+    }
+  }
+
+  private loop(): void {
+    let healedAtMs = Number.POSITIVE_INFINITY;
+    for (;;) {
+      if (!this.healed && (this.nextStep >= this.steps.length || this.nowMs >= LOAD_BOUND_MS)) {
+        this.heal();
+        healedAtMs = this.nowMs;
+      }
+      if (this.healed && this.quiescent()) return;
+      if (this.nowMs > healedAtMs + this.params.livenessBoundMs) {
+        throw new SimFailure(
+          `liveness: not caught up ${this.params.livenessBoundMs}ms after healing: ${this.describe()}`,
+        );
+      }
+      const next = this.queue.pop();
+      if (next === undefined) throw new SimFailure(`nothing left to happen: ${this.describe()}`);
+      if (++this.stats.events > MAX_EVENTS) throw new SimFailure(`more than ${MAX_EVENTS} events`);
+      this.nowMs = next.atMs;
+      this.record(next.event.kind);
+      if (this.onTrace)
+        this.onTrace(
+          `t=${this.nowMs.toFixed(3)} ${describeEvent(next.event)} | ${this.describe()}`,
+        );
+      this.handle(next.event);
+      this.pump();
+    }
+  }
+
+  private handle(event: SimEvent): void {
+    switch (event.kind) {
+      case "issue":
+        this.issue();
+        break;
+      case "flush":
+        this.flushArmed = false;
+        this.sequencer.flushMmio();
+        break;
+      case "tick":
+        this.at(this.nowMs + this.params.tickMs, { kind: "tick" });
+        break;
+      case "checkpoint":
+        this.checkpoint();
+        break;
+      case "toStandby":
+        this.deliverToStandby(event.connection, event.message);
+        break;
+      case "toPrimary":
+        this.deliverToPrimary(event.connection, event.message);
+        break;
+      case "disconnect":
+        this.disconnectFault();
+        break;
+      case "reconnect":
+        this.connect();
+        break;
+      case "standbyStart":
+        this.startStandby();
+        break;
+      case "standbyRestart":
+        this.restartStandby();
+        break;
+    }
+  }
+
+  /** What the primary's shell does after anything happens: release, poll, send. */
+  private pump(): void {
+    const { sender, log } = this;
+    log.release(sender.releasableSeq, sender.options.retainBytes);
+    if (this.linkUp) {
+      for (const message of sender.poll(this.nowMs))
+        this.send(this.toStandby, message, "toStandby");
+    }
+    this.onSenderEvents(sender.takeEvents());
+    this.releaseReplies();
+  }
+
+  // ---- guests ----
+
+  private issue(): void {
+    const step = this.steps[this.nextStep];
+    if (step === undefined) return;
+    if (this.inflight.get(step.session)! >= this.params.workload.windowFrames) {
+      this.waitingForReply = true; // the guest's window is full: go on when a reply comes
+      return;
+    }
+    this.nextStep++;
+    this.stats.framesIssued++;
+    const { outcome, seq } = this.sequencer.applyFrame(
+      this.sessions.get(step.session)!,
+      step.frame,
+    );
+    const e = step.expect;
+    const handle =
+      outcome.result.output.kind === "handle" ? outcome.result.output.handle : undefined;
+    if (
+      outcome.kind !== e.outcome ||
+      outcome.result.code !== e.code ||
+      (e.handle !== undefined && handle !== e.handle)
+    ) {
+      throw new SimFailure(
+        `frame ${step.frame.number} of ${step.session} (${e.action}): primary gave ${outcome.kind} code ${outcome.result.code} handle ${handle}, expected ${e.outcome} code ${e.code} handle ${e.handle}`,
+      );
+    }
+    this.inflight.set(step.session, this.inflight.get(step.session)! + 1);
+    this.pending.push({ session: step.session, frame: step.frame.number, seq });
+    if (this.sequencer.mmioPending && !this.flushArmed) {
+      this.flushArmed = true;
+      this.at(this.nowMs + this.params.flushIntervalMs, { kind: "flush" });
+    }
+    this.at(this.nowMs + this.rng.guests.exponential(this.params.workload.issueGapMs), {
+      kind: "issue",
+    });
+  }
+
+  /** Releases the replies the ack mode allows, checking each sync one against the standby. */
+  private releaseReplies(): void {
+    if (this.pending.length === 0) return;
+    const { sender } = this;
+    const sync = this.params.ackMode === "sync";
+    const kept: PendingReply[] = [];
+    for (const r of this.pending) {
+      if (!sync || r.seq === 0) this.stats.repliesAtOnce++;
+      else if (!sender.inSync) this.stats.repliesDegraded++;
+      else if (sender.appliedSeq >= r.seq) {
+        this.checkSyncRelease(r);
+        this.stats.repliesSync++;
+      } else {
+        kept.push(r);
+        continue;
+      }
+      this.inflight.set(r.session, this.inflight.get(r.session)! - 1);
+    }
+    if (kept.length === this.pending.length) return;
+    this.pending = kept;
+    if (this.waitingForReply) {
+      this.waitingForReply = false;
+      this.at(this.nowMs, { kind: "issue" });
+    }
+  }
+
+  /**
+   * Sync safety: the standby running now holds the entry that carries the frame (found in the
+   * log, so a wrong seq from the Sequencer is caught too) and the seq the Sequencer named.
+   */
+  private checkSyncRelease(r: PendingReply): void {
+    const receiver = this.receiver;
+    const carrier = this.log.carriers.get(frameKey(r.session, r.frame));
+    const what = `sync reply of ${r.session} frame ${r.frame} (seq ${r.seq}, carried by ${carrier}) released`;
+    if (receiver === undefined) throw new SimFailure(`${what} with no standby running`);
+    if (carrier === undefined) throw new SimFailure(`${what} before any entry carried it`);
+    const needed = Math.max(carrier, r.seq);
+    if (receiver.appliedSeq < needed || this.monitor.coveredSeq < needed) {
+      throw new SimFailure(
+        `${what} but standby #${this.monitor.incarnation} holds only up to ${this.monitor.coveredSeq} (says ${receiver.appliedSeq}, sender thinks ${this.sender.appliedSeq})`,
+      );
+    }
+    this.monitor.noteReleased(needed);
+  }
+
+  private checkpoint(): void {
+    if (this.healed) return;
+    this.stats.checkpoints++;
+    this.sequencer.checkpoint(computeDigest(this.backend).state, this.nextCheckpointId++);
+    this.at(this.nowMs + this.params.checkpointEveryMs, { kind: "checkpoint" });
+  }
+
+  // ---- the link ----
+
+  private send<M extends PrimaryMessage | StandbyMessage>(
+    link: SimLink,
+    message: M,
+    kind: M extends PrimaryMessage ? "toStandby" : "toPrimary",
+  ): void {
+    const connection = this.connection;
+    for (const atMs of link.deliveryTimes(this.nowMs)) {
+      this.at(atMs, { kind, connection, message } as SimEvent);
+    }
+  }
+
+  private deliverToStandby(connection: number, message: PrimaryMessage): void {
+    const receiver = this.receiver;
+    if (!this.linkUp || connection !== this.connection || receiver === undefined) return;
+    const replies = receiver.step(message);
+    this.monitor.onEvents(receiver.takeEvents());
+    for (const reply of replies) this.send(this.toPrimary, reply, "toPrimary");
+  }
+
+  private deliverToPrimary(connection: number, message: StandbyMessage): void {
+    if (!this.linkUp || connection !== this.connection) return;
+    this.sender.step(message, this.nowMs);
+  }
+
+  private onSenderEvents(events: readonly SenderEvent[]): void {
+    for (const e of events) {
+      switch (e.kind) {
+        case "snapshotStarted":
+          this.stats.snapshotsStarted++;
+          break;
+        case "snapshotResumed":
+          this.stats.snapshotsResumed++;
+          break;
+        case "resumed":
+          this.stats.resumedFromLog++;
+          break;
+        case "resync":
+          if (e.reason === "gap") this.stats.gapResyncs++;
+          break;
+        case "checkpoint":
+          if (!e.equal) throw new SimFailure(`checkpoint ${e.requestId} at seq ${e.seq} differs`);
+          break;
+        case "refused":
+        case "higherEpoch":
+          throw new SimFailure(`sender: ${JSON.stringify(e)}`);
+        default:
+          break;
+      }
+    }
+  }
+
+  /** The link comes up (if a standby runs and it is down): both sides say hello. */
+  private connect(): void {
+    if (this.linkUp || this.receiver === undefined) return;
+    this.linkUp = true;
+    this.connection++;
+    this.toStandby.reset();
+    this.toPrimary.reset();
+    this.sender.connected(this.nowMs);
+    this.send(this.toPrimary, this.receiver.hello(), "toPrimary");
+  }
+
+  /** The link breaks: everything in flight is lost. */
+  private disconnect(): void {
+    if (!this.linkUp) return;
+    this.linkUp = false;
+    this.connection++;
+    this.stats.disconnects++;
+    this.sender.disconnected();
+    this.receiver?.disconnected();
+  }
+
+  private disconnectFault(): void {
+    if (this.healed) return;
+    const { faults } = this.rng;
+    const n = this.params.network;
+    this.disconnect();
+    this.at(this.nowMs + faults.int(1, n.reconnectMaxMs), { kind: "reconnect" });
+    this.at(this.nowMs + faults.exponential(1000 / n.disconnectsPerSec), { kind: "disconnect" });
+  }
+
+  private startStandby(): void {
+    if (this.receiver !== undefined) return;
+    const receiver = new Receiver(
+      {
+        clusterId: "sim",
+        nodeId: "standby",
+        backendOptions: this.standbyOptions,
+        apply: this.monitor.apply,
+      },
+      1,
+    );
+    this.receiver = receiver;
+    this.monitor.newIncarnation(receiver);
+    this.connect();
+  }
+
+  /** The standby process dies and a new, empty one starts a little later. */
+  private restartStandby(): void {
+    if (this.healed) return;
+    const { faults } = this.rng;
+    if (this.receiver !== undefined) {
+      this.stats.standbyRestarts++;
+      this.disconnect();
+      this.receiver = undefined;
+      this.at(this.nowMs + faults.int(1, this.params.standbyRestartDownMaxMs), {
+        kind: "standbyStart",
+      });
+    }
+    this.at(this.nowMs + faults.exponential(1000 / this.params.standbyRestartsPerSec), {
+      kind: "standbyRestart",
+    });
+  }
+
+  // ---- the end ----
+
+  /** Faults stop, guests stop sending; a standby that is down is started. */
+  private heal(): void {
+    this.healed = true;
+    this.toStandby.healed = true;
+    this.toPrimary.healed = true;
+    if (this.receiver === undefined) this.at(this.nowMs, { kind: "standbyStart" });
+    else if (!this.linkUp) this.at(this.nowMs, { kind: "reconnect" });
+  }
+
+  private quiescent(): boolean {
+    const { sender, log, receiver } = this;
+    return (
+      this.nextStep >= this.steps.length &&
+      this.pending.length === 0 &&
+      !this.sequencer.mmioPending &&
+      this.linkUp &&
+      sender.inSync &&
+      sender.appliedSeq === log.lastSeq &&
+      receiver !== undefined &&
+      receiver.appliedSeq === log.lastSeq
+    );
+  }
+
+  private checkQuiescent(): void {
+    const receiver = this.receiver!;
+    if (receiver.state !== "replica") {
+      throw new SimFailure(`standby is ${receiver.state} at quiescence, not a replica`);
+    }
+    if (receiver.divergences > 0)
+      throw new SimFailure(`standby diverged ${receiver.divergences} times`);
+    if (this.monitor.coveredSeq !== this.log.lastSeq) {
+      throw new SimFailure(
+        `standby holds up to ${this.monitor.coveredSeq}, log ends at ${this.log.lastSeq}`,
+      );
+    }
+    const mine = computeDigest(this.backend);
+    const theirs = computeDigest(receiver.backend!);
+    if (mine.state !== theirs.state) {
+      const which = mine.gpu !== theirs.gpu ? "GPU state" : "session table";
+      throw new SimFailure(`replicas differ at seq ${this.log.lastSeq}: ${which}`);
+    }
+    this.finalDigest = mine.state;
+  }
+
+  private describe(): string {
+    const r = this.receiver;
+    return [
+      `issued ${this.nextStep}/${this.steps.length}`,
+      `replies pending ${this.pending.length}`,
+      `log ${this.log.firstRetainedSeq}..${this.log.lastSeq}`,
+      `mmio pending ${this.sequencer.mmioPending}`,
+      `link ${this.linkUp ? "up" : "down"}`,
+      `sender ${this.sender.state} applied ${this.sender.appliedSeq}`,
+      r ? `standby #${this.monitor.incarnation} ${r.state} applied ${r.appliedSeq}` : "no standby",
+    ].join(", ");
+  }
+
+  // ---- helpers ----
+
+  private at(atMs: number, event: SimEvent): void {
+    this.queue.push(atMs, event);
+  }
+
+  private record(kind: string): void {
+    let h = this.trace;
+    const t = Math.round(this.nowMs * 1000);
+    for (let i = 0; i < kind.length; i++) h = Math.imul(h ^ kind.charCodeAt(i), 0x01000193);
+    h = Math.imul(h ^ (t >>> 0), 0x01000193);
+    h = Math.imul(h ^ Math.floor(t / 2 ** 32), 0x01000193);
+    this.trace = h >>> 0;
+  }
+}
+
+/** Runs one seeded simulation. */
+export function simulate(params: SimParams, onTrace?: (line: string) => void): SimResult {
+  return new Simulation(params, onTrace).run();
+}
