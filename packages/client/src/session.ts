@@ -38,6 +38,8 @@ export interface SessionOptions {
   readonly failoverTimeoutMs?: number;
   /** How long one connection attempt may wait for the node's answer. */
   readonly connectTimeoutMs?: number;
+  /** Longest pause between reconnection attempts (they start at 10 ms and double). */
+  readonly retryMaxMs?: number;
 }
 
 /** Codes after which trying another node cannot help. */
@@ -141,7 +143,10 @@ export class Session {
     let attempt = 0;
     let next = preferred;
     let lastError: Error = cause;
+    let failed: string | undefined;
     while (Date.now() < deadline && !this.closedError) {
+      // A redirect back to the node that just failed is stale (its peer cannot know yet).
+      if (next === failed) next = undefined;
       if (next === undefined) this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
       const endpoint = next ?? this.endpoints[this.endpointIndex]!;
       next = undefined;
@@ -158,9 +163,11 @@ export class Session {
         lastError = e as Error;
         if (e instanceof SessionClosedError && FATAL.has(e.code)) break;
         if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
+        else failed = endpoint;
       }
       attempt++;
-      const backoff = Math.min(1000, 25 * 2 ** Math.min(attempt, 6));
+      // Failover happens on the scale of a lease: retry often, with jitter.
+      const backoff = Math.min(this.options.retryMaxMs ?? 100, 10 * 2 ** Math.min(attempt, 5));
       await new Promise((r) => setTimeout(r, backoff * (0.5 + Math.random() / 2)));
     }
     this.reconnecting = false;

@@ -27,6 +27,10 @@ export interface ReplicationGauges {
   readonly snapshotInProgress: boolean;
   /** Standby: a complete, non-diverged replica. */
   readonly eligible: boolean;
+  /** Primary: serving alone after losing its standby. */
+  readonly degraded: boolean;
+  /** Primary: seconds left on its lease (0 when it holds none). */
+  readonly leaseRemainingSeconds: number;
 }
 
 export const ROLES = ["standalone", "primary", "standby"] as const;
@@ -84,6 +88,14 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
   );
   simple("vgpu_standby_eligible", "1 when this standby could take over", () =>
     r().eligible ? 1 : 0,
+  );
+  simple("vgpu_degraded", "1 while a primary serves alone, without a standby", () =>
+    r().degraded ? 1 : 0,
+  );
+  simple(
+    "vgpu_lease_remaining_seconds",
+    "Seconds left on the primary's lease",
+    () => r().leaseRemainingSeconds,
   );
 
   return {
@@ -175,6 +187,24 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     divergences: new Counter({
       name: "vgpu_divergences_total",
       help: "Divergences detected between the replicas",
+      registers,
+    }),
+    promotions: new Counter({
+      name: "vgpu_promotions_total",
+      help: "Times this node became primary, by reason (cold_start, lease_expired, rejoin)",
+      labelNames: ["reason"],
+      registers,
+    }),
+    demotions: new Counter({
+      name: "vgpu_demotions_total",
+      help: "Times this node stopped being primary, by reason",
+      labelNames: ["reason"],
+      registers,
+    }),
+    splitBrainDiscards: new Counter({
+      name: "vgpu_split_brain_discarded_total",
+      help: "Work a primary discarded when it met a primary of a higher epoch (frames, sessions)",
+      labelNames: ["what"],
       registers,
     }),
     staleEpochRefusals: new Counter({

@@ -1,18 +1,31 @@
-// One vgpud node, assembled from its config: the role (standalone, primary or standby), its
-// metrics and the ops HTTP server. start() listens; stop() drains and closes.
+// One vgpud node: the supervisor that owns the epoch (persisted before it is acted on), the
+// servers (guest port, replication port, ops HTTP), and moves the node between roles:
+//   start: standalone by config; otherwise ask the peer (Probe) — a peer that is primary, or a
+//          standby holding a replica, makes this node a standby; else the node configured
+//          `role: primary` becomes primary at epoch max(own, peer's) + 1, the other a standby.
+//   promote: a standby whose primary's lease expired takes over with its replica (epoch + 1).
+//   step down: a primary that meets a higher epoch becomes an empty standby (its solo work is
+//          discarded, logged and counted) and resyncs from the new primary.
+
+import { create } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
 import {
   type Clock,
   type Config,
+  createClient,
   createMetrics,
   type Logger,
   type NodeMetrics,
   systemClock,
+  wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
 import { buildOpsApp } from "./ops/ops-app.js";
 import { PrimaryRole } from "./roles/primary-role.js";
-import type { Role } from "./roles/role.js";
+import type { Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
+import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
+import { EpochStore } from "./state/epoch-store.js";
 import { VERSION } from "./version.js";
 
 export interface NodeAddresses {
@@ -21,62 +34,220 @@ export interface NodeAddresses {
   readonly replication?: string;
 }
 
-export class VgpuNode {
+interface PeerView {
+  readonly role: "primary" | "standby";
+  readonly epoch: number;
+  readonly replica: boolean;
+}
+
+export class VgpuNode implements Supervisor {
   readonly config: Config;
-  readonly log: Logger;
   readonly metrics: NodeMetrics;
-  readonly role: Role;
+  private readonly baseLog: Logger;
+  log: Logger;
+  private readonly clock: Clock;
+  private readonly store: EpochStore;
+  private currentEpoch = 0;
+  role: Role;
   private readonly ops: FastifyInstance;
+  private guestServer: GrpcServer | undefined;
+  private replicationServer: GrpcServer | undefined;
   private readonly startedMs = Date.now();
   private stopping = false;
-  readonly epoch = 1;
+  /** Role changes run one after another. */
+  private transition: Promise<void> = Promise.resolve();
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
-    this.log = log.child({ role: config.role, epoch: this.epoch });
-    const deps = { config, logger: this.log, clock, epoch: () => this.epoch };
-    let role: Role | undefined;
+    this.baseLog = log;
+    this.log = log.child({ role: "starting", epoch: 0 });
+    this.clock = clock;
+    this.store = new EpochStore(config.stateDir);
     this.metrics = createMetrics({
-      role: () => config.role,
-      epoch: () => this.epoch,
-      sessions: () => role!.counts().sessions,
-      contexts: () => role!.counts().contexts,
-      bos: () => role!.counts().bos,
-      vramUsedBytes: () => role!.counts().vramUsed,
-      vramTotalBytes: () => role!.counts().vramTotal,
-      replication: () => role!.replicationGauges(),
+      role: () => this.role.name,
+      epoch: () => this.currentEpoch,
+      sessions: () => this.role.counts().sessions,
+      contexts: () => this.role.counts().contexts,
+      bos: () => this.role.counts().bos,
+      vramUsedBytes: () => this.role.counts().vramUsed,
+      vramTotalBytes: () => this.role.counts().vramTotal,
+      replication: () => this.role.replicationGauges(),
     });
-    role =
-      config.role === "standby"
-        ? new StandbyRole({ ...deps, metrics: this.metrics })
-        : new PrimaryRole({ ...deps, metrics: this.metrics });
-    this.role = role;
+    // Until start() decides, the node is a standby that serves nobody.
+    this.role = new StandbyRole(this.roleDeps());
     this.ops = buildOpsApp({
       registry: this.metrics.registry,
       status: () => this.status(),
       readiness: () =>
-        this.stopping ? { ready: false, reason: "shutting down" } : role.readiness(),
+        this.stopping ? { ready: false, reason: "shutting down" } : this.role.readiness(),
       digest: () => {
-        const d = role.digest();
+        const d = this.role.digest();
         return d ? { nodeId: config.nodeId, seq: d.seq, ...d.digest } : undefined;
       },
       adminToken: config.ops.token,
       admin: {
-        ...(role.verify ? { verify: async () => ({ ...(await role.verify!()) }) } : {}),
-        ...(role.corrupt && config.testing.faultInjection
-          ? { corrupt: () => role.corrupt!() }
-          : {}),
+        verify: async () => {
+          if (!this.role.verify) throw new Error("verify runs on the primary");
+          return { ...(await this.role.verify()) };
+        },
+        ...(config.testing.faultInjection ? { corrupt: () => this.role.corrupt?.() } : {}),
       },
     });
   }
 
+  epoch(): number {
+    return this.currentEpoch;
+  }
+
+  private roleDeps(): RoleDeps {
+    return {
+      config: this.config,
+      logger: this.log,
+      metrics: this.metrics,
+      clock: this.clock,
+      supervisor: this,
+    };
+  }
+
+  /** Persists a new epoch (write + fsync) before anything acts on it. */
+  private setEpoch(epoch: number): void {
+    this.store.write(epoch);
+    this.currentEpoch = epoch;
+  }
+
   async start(): Promise<NodeAddresses> {
-    const roleAddresses = await this.role.start();
-    const [opsHost, opsPort] = splitHostPort(this.config.ops.listen);
+    const { config } = this;
+    this.currentEpoch = this.store.read();
+    this.guestServer = await startGrpcServer(
+      config.guest.listen,
+      config.guest.maxMessageBytes,
+      guestService({ session: (stream) => this.role.serveGuest(stream) }),
+    );
+    if (config.role !== "standalone") {
+      this.replicationServer = await startGrpcServer(
+        config.replication.listen,
+        config.guest.maxMessageBytes,
+        replicationService({
+          stream: (call) => this.role.acceptReplication(call),
+          probe: (call, callback) => callback(null, this.answerProbe(call.request)),
+        }),
+      );
+    }
+    const initial = await this.decideRole();
+    this.become(initial, initial === "primary" ? "cold_start" : "start");
+    const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await this.ops.listen({ host: opsHost, port: opsPort });
-    const addresses = { ...roleAddresses, ops };
+    const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
+    const addresses: NodeAddresses = {
+      guest: `${host(config.guest.listen)}:${this.guestServer.port}`,
+      ops,
+      ...(this.replicationServer
+        ? { replication: `${host(config.replication.listen)}:${this.replicationServer.port}` }
+        : {}),
+    };
     this.log.info({ ...addresses, version: VERSION }, "node serving");
     return addresses;
+  }
+
+  /** The first role: see the comment at the top of this file. */
+  private async decideRole(): Promise<"standalone" | "primary" | "standby"> {
+    const { config } = this;
+    if (config.role === "standalone") {
+      if (this.currentEpoch === 0) this.setEpoch(1);
+      return "standalone";
+    }
+    const peer = await this.probePeer();
+    if (peer && peer.epoch > this.currentEpoch) this.setEpoch(peer.epoch);
+    if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) return "standby";
+    if (config.role !== "primary") return "standby";
+    this.setEpoch(Math.max(this.currentEpoch, peer?.epoch ?? 0) + 1);
+    return "primary";
+  }
+
+  private async probePeer(): Promise<PeerView | undefined> {
+    const address = this.config.peer.replicationAddress;
+    if (!address) return undefined;
+    const client = createClient(wire.Replication, address, grpc.credentials.createInsecure());
+    try {
+      return await new Promise<PeerView | undefined>((resolve) => {
+        const request = create(wire.ProbeRequestSchema, {
+          clusterId: this.config.clusterId,
+          nodeId: this.config.nodeId,
+          epoch: BigInt(this.currentEpoch),
+        });
+        const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
+        client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
+          if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
+          const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
+          resolve({ role, epoch: Number(res.epoch), replica: res.replica });
+        });
+      });
+    } finally {
+      client.close();
+    }
+  }
+
+  private answerProbe(request: wire.ProbeRequest): wire.ProbeResponse {
+    const p = this.role.probe();
+    return create(wire.ProbeResponseSchema, {
+      clusterId: request.clusterId === this.config.clusterId ? this.config.clusterId : "",
+      nodeId: this.config.nodeId,
+      role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
+      epoch: BigInt(this.currentEpoch),
+      replica: p.replica,
+      appliedSeq: BigInt(p.appliedSeq),
+    });
+  }
+
+  /** Switches to a fresh role of the given kind (the previous one must be stopped). */
+  private become(kind: "standalone" | "primary" | "standby", reason: string, role?: Role): void {
+    this.log = this.baseLog.child({ role: kind, epoch: this.currentEpoch });
+    this.role =
+      role ??
+      (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
+    this.role.start();
+    if (kind !== "standby") this.metrics.promotions.inc({ reason });
+    this.log.warn({ reason }, `now ${kind}`);
+  }
+
+  promote(reason: string): void {
+    this.transition = this.transition.then(async () => {
+      const standby = this.role;
+      if (this.stopping || !(standby instanceof StandbyRole)) return;
+      const takeover = standby.takeover();
+      if (!takeover) return;
+      const epoch = Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
+      this.setEpoch(epoch); // persisted before serving as primary
+      await standby.stop("promoted");
+      this.log.warn({ seq: takeover.lastSeq, epoch }, "promoting: the primary's lease expired");
+      this.log = this.baseLog.child({ role: "primary", epoch });
+      this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
+    });
+  }
+
+  stepDown(theirEpoch: number, reason: string): void {
+    this.transition = this.transition.then(async () => {
+      const primary = this.role;
+      if (this.stopping || !(primary instanceof PrimaryRole) || primary.name !== "primary") return;
+      const discarded = primary.soloWork();
+      this.setEpoch(Math.max(this.currentEpoch, theirEpoch));
+      await primary.stop(`stepping down: ${reason}`);
+      this.metrics.demotions.inc({ reason: "higher_epoch" });
+      this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);
+      this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
+      this.log.error(
+        { seq: primary.log.lastSeq, theirEpoch, discarded },
+        `stepping down to standby: ${reason}; discarding this node's state`,
+      );
+      this.become("standby", "higher_epoch");
+    });
+  }
+
+  adoptEpoch(epoch: number): void {
+    if (epoch > this.currentEpoch) {
+      this.setEpoch(epoch);
+      this.log = this.baseLog.child({ role: this.role.name, epoch });
+    }
   }
 
   /** Drains: refuses new frames, ends streams, closes the servers. */
@@ -84,7 +255,10 @@ export class VgpuNode {
     if (this.stopping) return;
     this.stopping = true;
     this.log.info("node stopping");
-    await this.role.stop();
+    await this.transition;
+    await this.role.stop("node shutting down");
+    await this.guestServer?.stop(2000);
+    await this.replicationServer?.stop(1000);
     await this.ops.close();
     this.log.info("node stopped");
   }
@@ -94,7 +268,7 @@ export class VgpuNode {
     return {
       nodeId: this.config.nodeId,
       clusterId: this.config.clusterId,
-      epoch: this.epoch,
+      epoch: this.currentEpoch,
       ...this.role.status(),
       sessions: c.sessions,
       contexts: c.contexts,

@@ -38,8 +38,8 @@ export interface GuestServiceDeps {
   /** Whether this node serves guests now; when not, streams get NOT_PRIMARY. */
   readonly serving: () => boolean;
   /**
-   * The seq the standby has applied, when replies must wait for it (sync mode with a standby
-   * streaming); undefined when replies go out at once.
+   * Replies whose seq is at most this may go out: the seq the standby has applied (sync mode),
+   * -1 to hold every reply (a primary without its lease), undefined to release at once.
    */
   readonly replicatedSeq: () => number | undefined;
   /** Called after each guest message was applied (to schedule MMIO flush and sending). */
@@ -73,6 +73,8 @@ export class GuestService {
   private paused = false;
   /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
   ackedSeq = 0;
+  /** Frames applied and sessions opened (for what a primary would discard). */
+  readonly applied = { frames: 0, sessions: 0 };
 
   constructor(deps: GuestServiceDeps) {
     this.deps = deps;
@@ -118,7 +120,8 @@ export class GuestService {
     this.bySession.clear();
   }
 
-  private serve(stream: Stream): void {
+  /** Serves one guest stream. */
+  serve(stream: Stream): void {
     const state: StreamState = {
       stream,
       session: undefined,
@@ -221,6 +224,7 @@ export class GuestService {
         return;
       }
       session = opened;
+      this.applied.sessions++;
       seq = sequencer.log.lastSeq;
       metrics.sessionsOpened.inc({ kind: "new" });
     }
@@ -269,6 +273,7 @@ export class GuestService {
       const { outcome, seq } = sequencer.applyFrame(session, frame);
       metrics.frames.inc({ outcome: outcome.kind });
       if (outcome.kind === "applied") {
+        this.applied.frames++;
         const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         metrics.calls.inc({ op, code: errorName(outcome.result.code) });

@@ -6,4 +6,4 @@ export {
   type ReceiverState,
 } from "./core/receiver.js";
 export { refuseGuests } from "./guest-refusal.js";
-export { ReplicationServer, type ReplicationServerDeps } from "./replication-server.js";
+export { type ReplicationCall, StandbyLink } from "./standby-link.js";

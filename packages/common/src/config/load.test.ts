@@ -57,6 +57,8 @@ describe("config", () => {
     [{ role: "primary", ops: { token: "a-secret-token-0001" } }, /peer\.replicationAddress/],
     [{ devcie: {} }, /devcie|Unrecognized key/],
     [{ log: { level: "loud" } }, /log\.level = "loud"/],
+    [{ lease: { heartbeatMs: 300 } }, /lease: heartbeat 300 ms must be at most a third/],
+    [{ lease: { driftMarginMs: 1 } }, /lease: drift margin 1 ms is below 10 ms/],
   ])("refuses %j", (input, message) => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
     expect(() => parseConfig(input)).toThrow(message);

@@ -1,6 +1,7 @@
 // The node's configuration: one schema, validated at start. Every field has a default that is
 // safe for the local demo; docs/configuration.md documents each with its unit.
 import { z } from "zod";
+import { checkLeaseTerms } from "../core/lease.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
 
@@ -99,11 +100,24 @@ export const ConfigSchema = z
         maxInflightBytes: bytes(64 * 1024, 2 ** 40).default(64 * 1024 ** 2),
         snapshotChunkBytes: bytes(4096, 64 * 1024 ** 2).default(1024 ** 2),
         snapshotWindowChunks: count(1, 1024).default(16),
-        heartbeatMs: ms(5, 60_000).default(100),
         /** Resend from the last acknowledged entry when acks stop for this long. */
         retransmitMs: ms(10, 600_000).default(2000),
         /** Delay before the primary dials its standby again after a broken link. */
         reconnectMs: ms(10, 60_000).default(200),
+      })
+      .prefault({}),
+    lease: z
+      .strictObject({
+        /** peer: the standby's acknowledgements renew the primary's lease (two hosts alone). */
+        mode: z.enum(["peer"]).default("peer"),
+        /** A primary not renewed for this long stops acknowledging; a standby may take over. */
+        durationMs: ms(30, 600_000).default(500),
+        /** How often the primary sends a heartbeat (at most a third of the lease). */
+        heartbeatMs: ms(5, 60_000).default(100),
+        /** How much earlier than the standby the primary gives its lease up. */
+        driftMarginMs: ms(0, 600_000).default(50),
+        /** Largest relative difference of the two hosts' clock rates the margin must cover. */
+        maxDriftRatio: z.number().min(0).max(0.1).default(0.01),
       })
       .prefault({}),
     peer: z
@@ -147,6 +161,15 @@ export const ConfigSchema = z
     message:
       "must be at most half of guest.maxMessageBytes (a DMA and its framing must fit a message)",
     path: ["limits", "maxDmaBytes"],
+  })
+  .superRefine((c, ctx) => {
+    const why = checkLeaseTerms({
+      leaseMs: c.lease.durationMs,
+      heartbeatMs: c.lease.heartbeatMs,
+      driftMarginMs: c.lease.driftMarginMs,
+      maxDriftRatio: c.lease.maxDriftRatio,
+    });
+    if (why !== null) ctx.addIssue({ code: "custom", message: why, path: ["lease"] });
   })
   .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
     message: "tenant names must be unique",

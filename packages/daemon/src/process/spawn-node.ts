@@ -38,7 +38,9 @@ export async function spawnVgpud(options: {
   mkdirSync(options.dir, { recursive: true });
   const configFile = join(options.dir, `${name}.json`);
   const logFile = join(options.dir, `${name}.log`);
-  writeFileSync(configFile, JSON.stringify(options.config, null, 2));
+  // Each node its own state directory (the epoch file) unless the caller names one.
+  const config = { stateDir: join(options.dir, `${name}-state`), ...options.config };
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
   const child = spawn(process.execPath, [VGPUD_BIN, "--config", configFile], {
     stdio: ["ignore", "pipe", "pipe"],
     env: options.env ?? process.env,

@@ -1,47 +1,59 @@
 // The primary (and standalone) role: serves guests through the sequencer; with a peer, streams
-// the log to the standby and, in sync mode, releases each reply once the standby applied it.
-// Standalone is the same without a peer: nothing to wait for, the log is dropped as it goes.
+// the log to the standby. Replies are released only under the lease: in sync mode once the
+// standby applied their entry; a primary whose lease lapsed holds every reply, and after a
+// further lease without reaching its peer serves alone (degraded). Meeting a primary of a
+// higher epoch, it steps down. Standalone: no peer, nothing to wait for.
 import {
-  type Clock,
-  type Config,
-  type Logger,
-  type NodeMetrics,
+  decodePrimaryMessage,
+  ErrorCode,
+  encodeStandbyMessage,
+  grpcLink,
+  type Link,
+  type PrimaryMessage,
+  primaryLeaseEndMs,
   type ReplicationGauges,
   ReplicationLog,
+  type StandbyMessage,
+  type wire,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import {
-  type GuestServer,
   GuestService,
   ReplicationClient,
   Sender,
   type SenderEvent,
   Sequencer,
-  startGuestServer,
   TenantAuth,
 } from "@vgpu-ha/primary";
+import type { ReplicationCall } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
-import { NO_REPLICATION, type Role, type RoleAddresses, type VerifyResult } from "./role.js";
+import {
+  type GuestStream,
+  NO_REPLICATION,
+  type Role,
+  type RoleDeps,
+  type VerifyResult,
+} from "./role.js";
 
-interface Deps {
-  readonly config: Config;
-  readonly logger: Logger;
-  readonly metrics: NodeMetrics;
-  readonly clock: Clock;
-  readonly epoch: () => number;
+/** A standby's state handed over at promotion. */
+export interface Takeover {
+  readonly backend: Backend;
+  readonly lastSeq: number;
 }
+
+type LeaseState = "alone" | "leased" | "fenced" | "degraded";
 
 export class PrimaryRole implements Role {
   readonly name: "primary" | "standalone";
-  private readonly deps: Deps;
+  private readonly deps: RoleDeps;
   readonly backend: Backend;
-  readonly log = new ReplicationLog();
+  readonly log: ReplicationLog;
   readonly sequencer: Sequencer;
   readonly guests: GuestService;
   readonly sender: Sender | undefined;
   private readonly client: ReplicationClient | undefined;
-  private guestServer: GuestServer | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
+  private leaseTimer: NodeJS.Timeout | undefined;
   private stopping = false;
   /** Snapshot ids grow across restarts too (a standby ignores chunk 0 of an older id). */
   private nextSnapshotId = Date.now() * 1000;
@@ -51,20 +63,31 @@ export class PrimaryRole implements Role {
     (e: SenderEvent & { kind: "checkpoint" }) => void
   >();
   private lastMmio = { storesSeen: 0, pageBatches: 0, pagesShipped: 0, bytesShipped: 0 };
+  lease: LeaseState;
+  private fencedSinceMs: number | undefined;
+  /** Where solo work began (degraded): what a step-down discards. */
+  private solo: { fromSeq: number; frames: number; sessions: number } | undefined;
 
-  constructor(deps: Deps) {
+  private readonly promoted: boolean;
+
+  constructor(deps: RoleDeps, takeover?: Takeover) {
     this.deps = deps;
+    this.promoted = takeover !== undefined;
     const { config, logger, metrics, clock } = deps;
-    const replicating = config.role === "primary";
-    this.name = replicating ? "primary" : "standalone";
+    this.name = config.role === "standalone" ? "standalone" : "primary";
+    // A primary streams to its peer; one that does not know its peer's address serves alone.
+    const replicating = this.name === "primary" && config.peer.replicationAddress !== undefined;
     const perPage = config.mmio.replication === "per-page";
-    this.backend = new Backend(backendOptions(config, replicating && perPage));
+    this.backend = takeover?.backend ?? new Backend(backendOptions(config, false));
+    this.backend.trackMmio = replicating && perPage;
+    this.log = new ReplicationLog(takeover?.lastSeq ?? 0);
     this.sequencer = new Sequencer(
       this.backend,
       this.log,
       { mmio: config.mmio.replication, flushBytes: config.mmio.flushBytes },
       () => clock.monotonicMs(),
     );
+    this.lease = replicating ? "fenced" : "alone";
     if (replicating) {
       const r = config.replication;
       this.sender = new Sender(
@@ -76,13 +99,13 @@ export class PrimaryRole implements Role {
           maxInflightEntries: r.maxInflightEntries,
           maxInflightBytes: r.maxInflightBytes,
           snapshotWindowChunks: r.snapshotWindowChunks,
-          heartbeatMs: r.heartbeatMs,
+          heartbeatMs: config.lease.heartbeatMs,
           retransmitMs: r.retransmitMs,
           retainBytes: r.retainBytes,
         },
         this.log,
         () => this.startSnapshot(),
-        deps.epoch(),
+        deps.supervisor.epoch(),
       );
       this.client = new ReplicationClient({
         address: config.peer.replicationAddress!,
@@ -98,43 +121,152 @@ export class PrimaryRole implements Role {
         onEvent: (e) => this.onSenderEvent(e),
       });
     }
-    const sender = this.sender;
-    const syncMode = config.replication.mode === "sync";
     this.guests = new GuestService({
       sequencer: this.sequencer,
       auth: new TenantAuth(config.tenants),
       metrics,
       log: logger,
       nodeId: config.nodeId,
-      epoch: deps.epoch,
+      epoch: () => deps.supervisor.epoch(),
       maxFramesInFlight: config.guest.maxFramesInFlight,
       maxMessageBytes: config.guest.maxMessageBytes,
       serving: () => !this.stopping,
-      replicatedSeq: () => (syncMode && sender?.inSync ? sender.appliedSeq : undefined),
+      replicatedSeq: () => this.releasableSeq(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => config.peer.guestAddress ?? "",
     });
   }
 
-  async start(): Promise<RoleAddresses> {
-    const { config } = this.deps;
-    this.guestServer = await startGuestServer({
-      listen: config.guest.listen,
-      handlers: this.guests.handlers(),
-      maxMessageBytes: config.guest.maxMessageBytes,
-    });
-    this.client?.start();
-    const host = config.guest.listen.slice(0, config.guest.listen.lastIndexOf(":"));
-    return { guest: `${host}:${this.guestServer.port}` };
+  start(): void {
+    if (!this.client) return;
+    this.fencedSinceMs = this.deps.clock.monotonicMs();
+    if (this.promoted) {
+      // Promotion followed the old primary's lease expiry: it has stopped acknowledging, so
+      // this node serves at once, alone until its new standby (the old primary) rejoins.
+      this.lease = "degraded";
+      this.solo = { fromSeq: this.log.lastSeq, frames: 0, sessions: 0 };
+    }
+    this.client.start();
+    const tickMs = Math.max(5, Math.floor(this.deps.config.lease.heartbeatMs / 2));
+    this.leaseTimer = setInterval(() => this.checkLease(), tickMs);
   }
 
-  async stop(): Promise<void> {
+  async stop(reason: string): Promise<void> {
     this.stopping = true;
     clearTimeout(this.flushTimer);
-    this.guests.endAll("node shutting down");
+    clearInterval(this.leaseTimer);
+    this.guests.endAll(reason);
     this.client?.stop();
-    await this.guestServer?.stop(2000);
+    this.sender?.disconnected();
   }
+
+  serveGuest(stream: GuestStream): void {
+    this.guests.serve(stream);
+  }
+
+  // ---- the lease ----
+
+  private leaseEndMs(): number {
+    const t = this.deps.config.lease;
+    return primaryLeaseEndMs(this.sender!.ackedHeartbeatUs / 1000, {
+      leaseMs: t.durationMs,
+      heartbeatMs: t.heartbeatMs,
+      driftMarginMs: t.driftMarginMs,
+      maxDriftRatio: t.maxDriftRatio,
+    });
+  }
+
+  /** Moves between leased, fenced and degraded; called on a timer and on every ack. */
+  private checkLease(): void {
+    if (!this.sender || this.stopping) return;
+    const now = this.deps.clock.monotonicMs();
+    const { logger } = this.deps;
+    const before = this.lease;
+    if (this.sender.ackedHeartbeatUs > 0 && now < this.leaseEndMs()) {
+      this.lease = "leased";
+      this.fencedSinceMs = undefined;
+      this.solo = undefined;
+    } else if (this.lease === "leased") {
+      this.lease = "fenced";
+      this.fencedSinceMs = now;
+    } else if (this.lease === "fenced") {
+      this.fencedSinceMs ??= now;
+      // Serve alone only after a whole further lease without reaching the peer: a live peer
+      // that took over would have told us its higher epoch by then.
+      if (now - this.fencedSinceMs >= this.deps.config.lease.durationMs) {
+        this.lease = "degraded";
+        this.solo = {
+          fromSeq: this.log.lastSeq,
+          frames: this.guests.applied.frames,
+          sessions: this.guests.applied.sessions,
+        };
+      }
+    }
+    if (before !== this.lease) {
+      const fields = { seq: this.log.lastSeq, from: before, to: this.lease };
+      if (this.lease === "leased") logger.warn(fields, "lease held: replicating");
+      else if (this.lease === "fenced")
+        logger.warn(fields, "lease lapsed: holding replies (fenced)");
+      else logger.error(fields, "no standby: serving alone (degraded)");
+      this.guests.release();
+    }
+  }
+
+  /** Which replies may go out now (see GuestServiceDeps.replicatedSeq). */
+  private releasableSeq(): number | undefined {
+    const sender = this.sender;
+    if (!sender) return undefined;
+    if (this.lease === "degraded") return undefined;
+    if (this.lease !== "leased" || this.deps.clock.monotonicMs() >= this.leaseEndMs()) return -1;
+    if (this.deps.config.replication.mode === "async") return undefined;
+    // A standby still catching up cannot take over: nothing to wait for.
+    return sender.inSync ? sender.appliedSeq : undefined;
+  }
+
+  /** What stepping down now would throw away. */
+  soloWork(): { entries: number; frames: number; sessions: number } {
+    const s = this.solo;
+    if (!s) return { entries: 0, frames: 0, sessions: 0 };
+    return {
+      entries: this.log.lastSeq - s.fromSeq,
+      frames: this.guests.applied.frames - s.frames,
+      sessions: this.guests.applied.sessions - s.sessions,
+    };
+  }
+
+  /** Another primary dials us: the lower epoch steps down. */
+  acceptReplication(call: ReplicationCall): void {
+    const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
+      call,
+      encodeStandbyMessage,
+      decodePrimaryMessage,
+    );
+    const mine = this.deps.supervisor.epoch();
+    link.onMessage((m: PrimaryMessage) => {
+      if (m.kind !== "hello") return;
+      const theirs = m.epoch;
+      const theyWin = theirs > mine || (theirs === mine && m.nodeId < this.deps.config.nodeId);
+      if (theyWin) {
+        link.close("stepping down");
+        this.deps.supervisor.stepDown(theirs, `met primary ${m.nodeId} of epoch ${theirs}`);
+      } else {
+        link.send({
+          kind: "error",
+          epoch: mine,
+          code: ErrorCode.STALE_EPOCH,
+          message: `${this.deps.config.nodeId} is primary at epoch ${mine}`,
+        });
+        setTimeout(() => link.close("refused a lower epoch"), 100);
+      }
+    });
+    void (link as Link<StandbyMessage, PrimaryMessage>);
+  }
+
+  probe() {
+    return { role: "primary" as const, replica: false, appliedSeq: this.log.lastSeq };
+  }
+
+  // ---- replication plumbing ----
 
   private startSnapshot(): SnapshotSource {
     this.sequencer.flushMmio();
@@ -171,6 +303,7 @@ export class PrimaryRole implements Role {
   }
 
   private onReplicationProgress(): void {
+    this.checkLease();
     this.guests.release();
     this.applyBackPressure();
   }
@@ -201,13 +334,14 @@ export class PrimaryRole implements Role {
 
   private onSenderEvent(e: SenderEvent): void {
     const { logger, metrics } = this.deps;
+    const seq = this.log.lastSeq;
     switch (e.kind) {
       case "snapshotStarted":
         metrics.snapshots.inc({ event: "started" });
         break;
       case "snapshotResumed":
         metrics.snapshots.inc({ event: "resumed" });
-        logger.warn({ snapshot: e.snapshotId, chunk: e.chunk }, "snapshot resumed");
+        logger.warn({ seq, snapshot: e.snapshotId, chunk: e.chunk }, "snapshot resumed");
         break;
       case "snapshotDone": {
         const last = this.sender!.lastSnapshot!;
@@ -222,15 +356,15 @@ export class PrimaryRole implements Role {
         logger.warn({ seq: e.fromSeq }, "standby resumed from the retained log");
         break;
       case "resync":
-        logger.warn({ reason: e.reason, detail: e.detail }, "standby asked for a resync");
+        logger.warn({ seq, reason: e.reason, detail: e.detail }, "standby asked for a resync");
         if (e.reason === "diverged") metrics.divergences.inc();
         break;
       case "refused":
-        logger.error({ code: e.code, message: e.message }, "standby refused us");
+        logger.error({ seq, code: e.code, message: e.message }, "standby refused us");
         break;
       case "higherEpoch":
         metrics.staleEpochRefusals.inc();
-        logger.error({ theirs: e.epoch }, "standby has a higher epoch");
+        this.deps.supervisor.stepDown(e.epoch, `peer is at epoch ${e.epoch}`);
         break;
       case "checkpoint":
         this.checkpointWaiters.get(e.requestId)?.(e);
@@ -283,7 +417,8 @@ export class PrimaryRole implements Role {
         acknowledgedSeq: this.guests.ackedSeq,
       };
     }
-    const lag = this.log.lagAfter(sender.appliedSeq, this.deps.clock.monotonicMs());
+    const now = this.deps.clock.monotonicMs();
+    const lag = this.log.lagAfter(sender.appliedSeq, now);
     return {
       lastSeq: this.log.lastSeq,
       appliedSeq: sender.appliedSeq,
@@ -294,13 +429,17 @@ export class PrimaryRole implements Role {
       connected: this.client?.connected ?? false,
       snapshotInProgress: sender.state === "snapshot",
       eligible: false,
+      degraded: this.lease === "degraded",
+      leaseRemainingSeconds:
+        this.lease === "leased" ? Math.max(0, (this.leaseEndMs() - now) / 1000) : 0,
     };
   }
 
   readiness() {
     if (this.stopping) return { ready: false, reason: "shutting down" };
-    if (!this.guestServer) return { ready: false, reason: "starting" };
-    return { ready: true, reason: `${this.name} and serving` };
+    if (this.lease === "fenced")
+      return { ready: false, reason: "primary without lease: holding replies" };
+    return { ready: true, reason: `${this.name} and serving (${this.lease})` };
   }
 
   status(): Record<string, unknown> {
@@ -309,7 +448,9 @@ export class PrimaryRole implements Role {
     const c = this.sequencer.mmioCounters;
     return {
       role: this.name,
-      serving: !this.stopping && this.guestServer !== undefined,
+      serving: !this.stopping,
+      lease: this.sender ? { state: this.lease, remainingSeconds: r.leaseRemainingSeconds } : null,
+      degraded: r.degraded,
       seq: { last: r.lastSeq, applied: r.appliedSeq, acknowledged: r.acknowledgedSeq },
       replication: this.sender
         ? {

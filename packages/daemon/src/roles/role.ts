@@ -1,15 +1,14 @@
-// What the node needs of the role it runs: start/stop, state for status, readiness and
-// metrics, and the admin actions the role supports.
-import type { ReplicationGauges } from "@vgpu-ha/common";
+// What the node (the supervisor) needs of the role it runs, and what a role may ask of the
+// node. The node owns the servers and the epoch; a role serves the streams it is handed.
+import type * as grpc from "@grpc/grpc-js";
+import type { Clock, Config, Logger, NodeMetrics, ReplicationGauges, wire } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
+import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { Readiness } from "../ops/ops-app.js";
 
 export type RoleName = "standalone" | "primary" | "standby";
 
-export interface RoleAddresses {
-  readonly guest: string;
-  readonly replication?: string;
-}
+export type GuestStream = grpc.ServerDuplexStream<wire.GuestMessage, wire.NodeMessage>;
 
 export interface VerifyResult {
   readonly equal: boolean;
@@ -18,10 +17,36 @@ export interface VerifyResult {
   readonly standby: string;
 }
 
+/** What a role may ask of the node. */
+export interface Supervisor {
+  /** The node's current epoch. */
+  epoch(): number;
+  /** A standby whose primary's lease ran out: take over (epoch + 1, persisted first). */
+  promote(reason: string): void;
+  /** A primary that met a higher epoch: become a standby (its solo work is discarded). */
+  stepDown(theirEpoch: number, reason: string): void;
+  /** A standby that saw a higher epoch from its primary: persist it. */
+  adoptEpoch(epoch: number): void;
+}
+
+export interface RoleDeps {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: NodeMetrics;
+  readonly clock: Clock;
+  readonly supervisor: Supervisor;
+}
+
 export interface Role {
   readonly name: RoleName;
-  start(): Promise<RoleAddresses>;
-  stop(): Promise<void>;
+  /** Starts timers and dialing. */
+  start(): void;
+  /** Ends guest streams (NOT_PRIMARY), links and timers. */
+  stop(reason: string): Promise<void>;
+  serveGuest(stream: GuestStream): void;
+  acceptReplication(call: ReplicationCall): void;
+  /** For the peer's Probe. */
+  probe(): { role: "primary" | "standby"; replica: boolean; appliedSeq: number };
   status(): Record<string, unknown>;
   readiness(): Readiness;
   counts(): {
@@ -50,4 +75,6 @@ export const NO_REPLICATION: ReplicationGauges = {
   connected: false,
   snapshotInProgress: false,
   eligible: false,
+  degraded: false,
+  leaseRemainingSeconds: 0,
 };

@@ -1,75 +1,118 @@
-// The standby role: serves vgpu.v1.Replication, applies what the primary streams, and answers
-// guests NOT_PRIMARY with the primary's address.
-import type { Clock, Config, Logger, NodeMetrics, ReplicationGauges } from "@vgpu-ha/common";
+// The standby role: applies what the primary streams and watches the primary's lease. When
+// nothing has come from the primary for a whole lease and this replica is eligible (complete,
+// not diverged), it asks the node to promote it; an ineligible standby says why and waits.
+// Guests are told NOT_PRIMARY with the primary's address.
+import { type ReplicationGauges, standbyLeaseExpired } from "@vgpu-ha/common";
 import { computeDigest } from "@vgpu-ha/gpu-model";
-import { type GuestServer, startGuestServer } from "@vgpu-ha/primary";
-import { Receiver, ReplicationServer, refuseGuests } from "@vgpu-ha/standby";
+import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
-import { NO_REPLICATION, type Role, type RoleAddresses } from "./role.js";
-
-interface Deps {
-  readonly config: Config;
-  readonly logger: Logger;
-  readonly metrics: NodeMetrics;
-  readonly clock: Clock;
-  readonly epoch: () => number;
-}
+import type { Takeover } from "./primary-role.js";
+import { type GuestStream, NO_REPLICATION, type Role, type RoleDeps } from "./role.js";
 
 export class StandbyRole implements Role {
   readonly name = "standby" as const;
-  private readonly deps: Deps;
+  private readonly deps: RoleDeps;
   readonly receiver: Receiver;
-  private readonly server: ReplicationServer;
-  private guestServer: GuestServer | undefined;
+  private readonly link: StandbyLink;
+  private readonly refusal;
+  private leaseTimer: NodeJS.Timeout | undefined;
   private appliedCounted = 0;
   private primarySeq = 0;
+  private promoting = false;
+  private ineligibleLogged = false;
 
-  constructor(deps: Deps) {
+  constructor(deps: RoleDeps) {
     this.deps = deps;
-    const { config, logger } = deps;
+    const { config, logger, clock } = deps;
     this.receiver = new Receiver(
       {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
         backendOptions: backendOptions(config, false),
       },
-      deps.epoch(),
+      deps.supervisor.epoch(),
     );
-    this.server = new ReplicationServer({
-      listen: config.replication.listen,
+    this.link = new StandbyLink({
       receiver: this.receiver,
       logger,
-      maxMessageBytes: config.guest.maxMessageBytes,
+      now: () => clock.monotonicMs(),
       onStep: (m) => {
         if (m.kind === "heartbeat") this.primarySeq = m.lastSeq;
         this.afterStep();
       },
     });
+    // Point guests at the primary only while it is known to be alive.
+    this.refusal = refuseGuests(() =>
+      this.link.connected ? (config.peer.guestAddress ?? "") : "",
+    );
   }
 
-  async start(): Promise<RoleAddresses> {
-    const { config } = this.deps;
-    const port = await this.server.start();
-    this.guestServer = await startGuestServer({
-      listen: config.guest.listen,
-      handlers: refuseGuests(() => config.peer.guestAddress ?? ""),
-      maxMessageBytes: config.guest.maxMessageBytes,
+  start(): void {
+    const tickMs = Math.max(5, Math.floor(this.deps.config.lease.heartbeatMs / 2));
+    this.leaseTimer = setInterval(() => this.watchLease(), tickMs);
+  }
+
+  async stop(reason: string): Promise<void> {
+    clearInterval(this.leaseTimer);
+    this.link.close(reason);
+  }
+
+  serveGuest(stream: GuestStream): void {
+    this.refusal.session(stream);
+  }
+
+  acceptReplication(call: ReplicationCall): void {
+    this.link.accept(call);
+  }
+
+  /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
+  private watchLease(): void {
+    const last = this.link.lastMessageMs;
+    if (this.promoting || last === undefined) return;
+    const t = this.deps.config.lease;
+    const expired = standbyLeaseExpired(this.deps.clock.monotonicMs(), last, {
+      leaseMs: t.durationMs,
+      heartbeatMs: t.heartbeatMs,
+      driftMarginMs: t.driftMarginMs,
+      maxDriftRatio: t.maxDriftRatio,
     });
-    const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
+    if (!expired) {
+      this.ineligibleLogged = false;
+      return;
+    }
+    if (!this.receiver.eligible) {
+      if (!this.ineligibleLogged) {
+        this.ineligibleLogged = true;
+        this.deps.logger.error(
+          { seq: this.receiver.appliedSeq, state: this.receiver.state },
+          `primary's lease expired but this standby is not eligible (${this.receiver.state}): not promoting`,
+        );
+      }
+      return;
+    }
+    this.promoting = true;
+    this.deps.supervisor.promote("lease_expired");
+  }
+
+  /** The replica, handed to the primary role at promotion. */
+  takeover(): Takeover | undefined {
+    const backend = this.receiver.backend;
+    if (!this.receiver.eligible || !backend) return undefined;
+    return { backend, lastSeq: this.receiver.appliedSeq };
+  }
+
+  probe() {
     return {
-      guest: `${host(config.guest.listen)}:${this.guestServer.port}`,
-      replication: `${host(config.replication.listen)}:${port}`,
+      role: "standby" as const,
+      replica: this.receiver.eligible,
+      appliedSeq: this.receiver.appliedSeq,
     };
   }
 
-  async stop(): Promise<void> {
-    await this.server.stop();
-    await this.guestServer?.stop(1000);
-  }
-
   private afterStep(): void {
-    const { logger, metrics } = this.deps;
+    const { logger, metrics, supervisor } = this.deps;
     const r = this.receiver;
+    if (r.epoch > supervisor.epoch()) supervisor.adoptEpoch(r.epoch);
     metrics.appliedEntries.inc(r.appliedEntries - this.appliedCounted);
     this.appliedCounted = r.appliedEntries;
     for (const e of r.takeEvents()) {
@@ -80,10 +123,10 @@ export class StandbyRole implements Role {
           logger.error(fields, "divergence: stopped applying, asking for a full resync");
           break;
         case "snapshotStarted":
-          logger.warn(fields, "snapshot transfer started");
+          logger.warn(fields, "resync by snapshot started");
           break;
         case "snapshotDone":
-          logger.warn(fields, "snapshot installed: replica");
+          logger.warn(fields, "resync by snapshot finished: replica");
           break;
         case "staleEpoch":
           metrics.staleEpochRefusals.inc();
@@ -137,7 +180,7 @@ export class StandbyRole implements Role {
       lastSeq,
       appliedSeq: r.appliedSeq,
       lagEntries: lastSeq - r.appliedSeq,
-      connected: this.server.connected,
+      connected: this.link.connected,
       snapshotInProgress: r.state === "snapshot",
       eligible: r.eligible,
     };
@@ -152,7 +195,7 @@ export class StandbyRole implements Role {
   status(): Record<string, unknown> {
     const r = this.receiver;
     const g = this.replicationGauges();
-    const since = this.server.lastMessageMs;
+    const since = this.link.lastMessageMs;
     return {
       role: "standby",
       serving: false,
@@ -160,10 +203,11 @@ export class StandbyRole implements Role {
       replication: {
         state: r.state,
         eligible: r.eligible,
-        connected: this.server.connected,
+        connected: this.link.connected,
         peer: this.deps.config.peer.name,
         lag: { entries: g.lagEntries },
-        lastMessageAgeMs: since === undefined ? null : Math.round(performance.now() - since),
+        lastMessageAgeMs:
+          since === undefined ? null : Math.round(this.deps.clock.monotonicMs() - since),
         snapshot: r.snapshotProgress ?? null,
         divergences: r.divergences,
       },

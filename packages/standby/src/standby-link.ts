@@ -1,0 +1,77 @@
+// The standby's end of the replication stream: feeds the Receiver machine with the primary's
+// messages and writes back what it returns. One primary stream at a time: a newer stream
+// replaces the current one. The gRPC server belongs to the node; it hands streams here.
+import type * as grpc from "@grpc/grpc-js";
+import {
+  decodePrimaryMessage,
+  encodeStandbyMessage,
+  grpcLink,
+  type Link,
+  type Logger,
+  type PrimaryMessage,
+  type StandbyMessage,
+  type wire,
+} from "@vgpu-ha/common";
+import type { Receiver } from "./core/receiver.js";
+
+export type ReplicationCall = grpc.ServerDuplexStream<wire.PrimaryMessage, wire.StandbyMessage>;
+
+export class StandbyLink {
+  private readonly receiver: Receiver;
+  private readonly logger: Logger;
+  private readonly onStep: (message: PrimaryMessage) => void;
+  private readonly now: () => number;
+  private link: Link<StandbyMessage, PrimaryMessage> | undefined;
+  /** Monotonic ms of the last message from a primary (undefined: none since start). */
+  lastMessageMs: number | undefined;
+
+  constructor(deps: {
+    receiver: Receiver;
+    logger: Logger;
+    onStep: (message: PrimaryMessage) => void;
+    now: () => number;
+  }) {
+    this.receiver = deps.receiver;
+    this.logger = deps.logger;
+    this.onStep = deps.onStep;
+    this.now = deps.now;
+  }
+
+  get connected(): boolean {
+    return this.link !== undefined;
+  }
+
+  accept(call: ReplicationCall): void {
+    const { receiver, logger } = this;
+    if (this.link) {
+      logger.warn("a new primary stream replaces the current one");
+      this.link.close("replaced by a newer stream");
+    }
+    const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
+      call,
+      encodeStandbyMessage,
+      decodePrimaryMessage,
+    );
+    this.link = link;
+    logger.info({ seq: receiver.appliedSeq, state: receiver.state }, "primary connected");
+    link.onMessage((message) => {
+      if (this.link !== link) return;
+      if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
+      for (const out of receiver.step(message)) link.send(out);
+      this.onStep(message);
+    });
+    link.onClose((reason) => {
+      if (this.link === link) {
+        this.link = undefined;
+        receiver.disconnected();
+        logger.warn({ reason, seq: receiver.appliedSeq }, "primary disconnected");
+      }
+    });
+    link.send(receiver.hello());
+  }
+
+  close(reason: string): void {
+    this.link?.close(reason);
+    this.link = undefined;
+  }
+}
