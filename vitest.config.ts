@@ -1,13 +1,31 @@
 import { defineConfig } from "vitest/config";
 
-// One run covers the unit tests beside the code (packages/*/src) and the cross-package
-// integration tests (test/), which start real vgpud processes from the built dist/.
+// Two projects. `unit`: the tests beside the code (packages/*/src), the simulator and other
+// in-process tests, run in parallel. `integration`: real vgpud processes (test/integration),
+// one file at a time — each file starts pairs of daemons whose leases are timed, and running
+// several at once on a 2-core machine would starve their timers.
 export default defineConfig({
   test: {
-    include: ["packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
-    exclude: ["**/node_modules/**", "**/dist/**"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
+          exclude: ["**/node_modules/**", "**/dist/**", "test/integration/**"],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: ["test/integration/**/*.test.ts"],
+          fileParallelism: false,
+        },
+      },
+    ],
   },
 });

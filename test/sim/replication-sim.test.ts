@@ -18,34 +18,38 @@ const SHOWN_FAILURES = 5;
 const TIMEOUT_MS = 180_000;
 
 describe("replication simulation", () => {
-  it(`holds safety and liveness for ${SEEDS} seeds`, () => {
-    console.log(
-      `replication sim: ${SEEDS} seeds from base seed ${BASE_SEED} (SIM_SEEDS, SIM_SEED)`,
-    );
-    const report = runSeeds(BASE_SEED, SEEDS);
-    console.log(formatSummary(report));
-    const shown = report.failures.slice(0, SHOWN_FAILURES).map(formatResult);
-    expect(report.failures.length, `${formatSummary(report)}\n\n${shown.join("\n\n")}`).toBe(0);
-    if (SEEDS < 500) return; // too few runs to expect every path
-    // Every path was taken somewhere, or the runs above proved less than they seem to.
-    const t = report.totals;
-    for (const [path, count] of Object.entries({
-      syncRepliesChecked: t.repliesSync,
-      degradedReplies: t.repliesDegraded,
-      snapshotsInstalled: t.snapshotsInstalled,
-      snapshotsResumed: t.snapshotsResumed,
-      resumedFromLog: t.resumedFromLog,
-      gapResyncs: t.gapResyncs,
-      standbyRestarts: t.standbyRestarts,
-      disconnects: t.disconnects,
-      checkpoints: t.checkpoints,
-      messagesDropped: t.messagesDropped,
-      messagesDuplicated: t.messagesDuplicated,
-      messagesReordered: t.messagesReordered,
-    })) {
-      expect(count, `${path} never happened`).toBeGreaterThan(0);
-    }
-  }, TIMEOUT_MS);
+  it(
+    `holds safety and liveness for ${SEEDS} seeds`,
+    () => {
+      console.log(
+        `replication sim: ${SEEDS} seeds from base seed ${BASE_SEED} (SIM_SEEDS, SIM_SEED)`,
+      );
+      const report = runSeeds(BASE_SEED, SEEDS);
+      console.log(formatSummary(report));
+      const shown = report.failures.slice(0, SHOWN_FAILURES).map(formatResult);
+      expect(report.failures.length, `${formatSummary(report)}\n\n${shown.join("\n\n")}`).toBe(0);
+      if (SEEDS < 500) return; // too few runs to expect every path
+      // Every path was taken somewhere, or the runs above proved less than they seem to.
+      const t = report.totals;
+      for (const [path, count] of Object.entries({
+        syncRepliesChecked: t.repliesSync,
+        degradedReplies: t.repliesDegraded,
+        snapshotsInstalled: t.snapshotsInstalled,
+        snapshotsResumed: t.snapshotsResumed,
+        resumedFromLog: t.resumedFromLog,
+        gapResyncs: t.gapResyncs,
+        standbyRestarts: t.standbyRestarts,
+        disconnects: t.disconnects,
+        checkpoints: t.checkpoints,
+        messagesDropped: t.messagesDropped,
+        messagesDuplicated: t.messagesDuplicated,
+        messagesReordered: t.messagesReordered,
+      })) {
+        expect(count, `${path} never happened`).toBeGreaterThan(0);
+      }
+    },
+    TIMEOUT_MS,
+  );
 
   it("replays a seed exactly", () => {
     const seed = busySeed();

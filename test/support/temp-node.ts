@@ -10,6 +10,19 @@ process.on("exit", () => {
   for (const node of live) node.process.kill("SIGKILL");
 });
 
+/**
+ * Spawns a vgpud that the exit guard SIGKILLs if the run ends without stopping it. The caller
+ * still stops it (node.stop()); it leaves the guard's set once it has exited.
+ */
+export async function spawnTracked(
+  options: Parameters<typeof spawnVgpud>[0],
+): Promise<SpawnedNode> {
+  const node = await spawnVgpud(options);
+  live.add(node);
+  void node.exited.then(() => live.delete(node));
+  return node;
+}
+
 export const TENANTS = [
   { name: "alpha", token: "alpha-token-0001", vramQuotaBytes: "256MiB", boQuota: 1000 },
   { name: "beta", token: "beta-token-00002", vramQuotaBytes: "64MiB", boQuota: 8 },

@@ -27,10 +27,16 @@ export async function connect(
   open: { tenant: string; token: string; resumeSessionId?: string },
   maxMessageBytes: number,
   timeoutMs: number,
+  keepaliveMs = 500,
 ): Promise<Connection> {
   const client = createClient(wire.Guest, endpoint, grpc.credentials.createInsecure(), {
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
+    // A node that stops answering HTTP/2 pings (paused, host frozen) ends the stream, so the
+    // session fails over instead of waiting on an open but silent connection.
+    "grpc.keepalive_time_ms": keepaliveMs,
+    "grpc.keepalive_timeout_ms": keepaliveMs,
+    "grpc.keepalive_permit_without_calls": 1,
     "grpc.initial_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 1000,
   });

@@ -40,6 +40,8 @@ export interface SessionOptions {
   readonly connectTimeoutMs?: number;
   /** Longest pause between reconnection attempts (they start at 10 ms and double). */
   readonly retryMaxMs?: number;
+  /** Ping interval (and timeout) that detects a node which stopped answering; default 500 ms. */
+  readonly keepaliveMs?: number;
 }
 
 /** Codes after which trying another node cannot help. */
@@ -100,6 +102,7 @@ export class Session {
           { tenant: options.tenant, token: options.token },
           options.maxMessageBytes ?? 64 * 1024 * 1024,
           options.connectTimeoutMs ?? 5000,
+          options.keepaliveMs,
         );
         return new Session(conn, options, endpoints);
       } catch (e) {
@@ -156,6 +159,7 @@ export class Session {
           { tenant: this.options.tenant, token: this.options.token, resumeSessionId: this.id },
           this.options.maxMessageBytes ?? 64 * 1024 * 1024,
           this.options.connectTimeoutMs ?? 2000,
+          this.options.keepaliveMs,
         );
         if (this.resume(conn)) return;
         drop(conn);

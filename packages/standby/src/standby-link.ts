@@ -41,21 +41,36 @@ export class StandbyLink {
     return this.link !== undefined;
   }
 
+  /**
+   * A new stream becomes the live one only once it says a valid hello (this cluster, an epoch
+   * not older than ours); until then the current primary's stream is untouched.
+   */
   accept(call: ReplicationCall): void {
     const { receiver, logger } = this;
-    if (this.link) {
-      logger.warn("a new primary stream replaces the current one");
-      this.link.close("replaced by a newer stream");
-    }
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
       decodePrimaryMessage,
     );
-    this.link = link;
-    logger.info({ seq: receiver.appliedSeq, state: receiver.state }, "primary connected");
     link.onMessage((message) => {
-      if (this.link !== link) return;
+      if (this.link !== link) {
+        const valid =
+          message.kind === "hello" &&
+          message.clusterId === receiver.options.clusterId &&
+          message.epoch >= receiver.epoch;
+        if (!valid) {
+          for (const out of receiver.step(message)) link.send(out); // says why (stale epoch…)
+          link.close("no valid hello");
+          return;
+        }
+        if (this.link) {
+          logger.warn("a new primary stream replaces the current one");
+          this.link.close("replaced by a newer stream");
+        }
+        this.link = link;
+        logger.info({ seq: receiver.appliedSeq, state: receiver.state }, "primary connected");
+        link.send(receiver.hello());
+      }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
       for (const out of receiver.step(message)) link.send(out);
       this.onStep(message);
@@ -67,7 +82,6 @@ export class StandbyLink {
         logger.warn({ reason, seq: receiver.appliedSeq }, "primary disconnected");
       }
     });
-    link.send(receiver.hello());
   }
 
   close(reason: string): void {

@@ -65,6 +65,8 @@ export class PrimaryRole implements Role {
   private lastMmio = { storesSeen: 0, pageBatches: 0, pagesShipped: 0, bytesShipped: 0 };
   lease: LeaseState;
   private fencedSinceMs: number | undefined;
+  /** The highest seq a standby of this epoch confirmed applied. */
+  private confirmedSeq = 0;
   /** Where solo work began (degraded): what a step-down discards. */
   private solo: { fromSeq: number; frames: number; sessions: number } | undefined;
 
@@ -144,7 +146,8 @@ export class PrimaryRole implements Role {
       // Promotion followed the old primary's lease expiry: it has stopped acknowledging, so
       // this node serves at once, alone until its new standby (the old primary) rejoins.
       this.lease = "degraded";
-      this.solo = { fromSeq: this.log.lastSeq, frames: 0, sessions: 0 };
+      this.confirmedSeq = this.log.lastSeq;
+      this.markSolo();
     }
     this.client.start();
     const tickMs = Math.max(5, Math.floor(this.deps.config.lease.heartbeatMs / 2));
@@ -189,18 +192,13 @@ export class PrimaryRole implements Role {
     } else if (this.lease === "leased") {
       this.lease = "fenced";
       this.fencedSinceMs = now;
+      this.markSolo();
     } else if (this.lease === "fenced") {
       this.fencedSinceMs ??= now;
+      if (!this.solo) this.markSolo();
       // Serve alone only after a whole further lease without reaching the peer: a live peer
       // that took over would have told us its higher epoch by then.
-      if (now - this.fencedSinceMs >= this.deps.config.lease.durationMs) {
-        this.lease = "degraded";
-        this.solo = {
-          fromSeq: this.log.lastSeq,
-          frames: this.guests.applied.frames,
-          sessions: this.guests.applied.sessions,
-        };
-      }
+      if (now - this.fencedSinceMs >= this.deps.config.lease.durationMs) this.lease = "degraded";
     }
     if (before !== this.lease) {
       const fields = { seq: this.log.lastSeq, from: before, to: this.lease };
@@ -221,6 +219,19 @@ export class PrimaryRole implements Role {
     if (this.deps.config.replication.mode === "async") return undefined;
     // A standby still catching up cannot take over: nothing to wait for.
     return sender.inSync ? sender.appliedSeq : undefined;
+  }
+
+  /**
+   * Work from here on may be discarded if a peer took over: the entries after the last seq a
+   * standby confirmed, and the frames and sessions applied since the lease was lost (their
+   * replies go out if this node ends up serving alone).
+   */
+  private markSolo(): void {
+    this.solo = {
+      fromSeq: this.confirmedSeq,
+      frames: this.guests.applied.frames,
+      sessions: this.guests.applied.sessions,
+    };
   }
 
   /** What stepping down now would throw away. */
@@ -303,6 +314,8 @@ export class PrimaryRole implements Role {
   }
 
   private onReplicationProgress(): void {
+    if (this.sender?.inSync)
+      this.confirmedSeq = Math.max(this.confirmedSeq, this.sender.appliedSeq);
     this.checkLease();
     this.guests.release();
     this.applyBackPressure();

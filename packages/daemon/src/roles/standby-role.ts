@@ -20,6 +20,7 @@ export class StandbyRole implements Role {
   private primarySeq = 0;
   private promoting = false;
   private ineligibleLogged = false;
+  private lastWatchMs: number | undefined;
 
   constructor(deps: RoleDeps) {
     this.deps = deps;
@@ -67,10 +68,19 @@ export class StandbyRole implements Role {
 
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
+    const now = this.deps.clock.monotonicMs();
+    const t = this.deps.config.lease;
+    const sinceWatch = this.lastWatchMs === undefined ? 0 : now - this.lastWatchMs;
+    this.lastWatchMs = now;
+    // This process itself was stopped (paused, starved): what the primary sent meanwhile is
+    // still unread in the socket. Judge the lease only from after waking.
+    if (sinceWatch > t.durationMs / 2 && this.link.lastMessageMs !== undefined) {
+      this.link.lastMessageMs = Math.max(this.link.lastMessageMs, now);
+      return;
+    }
     const last = this.link.lastMessageMs;
     if (this.promoting || last === undefined) return;
-    const t = this.deps.config.lease;
-    const expired = standbyLeaseExpired(this.deps.clock.monotonicMs(), last, {
+    const expired = standbyLeaseExpired(now, last, {
       leaseMs: t.durationMs,
       heartbeatMs: t.heartbeatMs,
       driftMarginMs: t.driftMarginMs,

@@ -1,0 +1,140 @@
+// Proves failover with real processes and the default 500 ms lease: the primary killed or
+// paused under load from several sessions → the standby promotes, every session resumes, and
+// each guest's counters show every acknowledged frame applied exactly once (increments are
+// not idempotent); the paused primary steps down when it wakes and rejoins; a killed standby
+// leaves the primary degraded until it rejoins; replicas verify equal afterwards.
+import { afterEach, describe, expect, it } from "vitest";
+import { CountingGuest } from "../support/counting-guest.js";
+import { ADMIN, FailoverPair, GUEST } from "../support/failover-pair.js";
+import { metrics, sleep, status, verify, waitFor } from "../support/ops-client.js";
+
+let pair: FailoverPair | undefined;
+afterEach(async () => {
+  await pair?.cleanup();
+  pair = undefined;
+});
+
+async function streaming(p: FailoverPair, primary: "a" | "b") {
+  await waitFor(
+    `${primary} streaming to its standby`,
+    async () => (await status(p.node(primary))).replication?.state === "streaming",
+    { timeoutMs: 20_000 },
+  );
+}
+
+async function guests(p: FailoverPair, n: number): Promise<CountingGuest[]> {
+  const gs = await Promise.all(
+    Array.from({ length: n }, () => CountingGuest.open(p.endpoints, GUEST.tenant, GUEST.token)),
+  );
+  for (const g of gs) g.start();
+  return gs;
+}
+
+async function stopAndCheck(gs: CountingGuest[]) {
+  await Promise.all(gs.map((g) => g.stop()));
+  for (const g of gs) {
+    const seen = await g.check();
+    expect(seen.increments).toBeGreaterThan(0);
+  }
+}
+
+describe("failover", () => {
+  it("SIGKILL of the primary: the standby takes over, guests resume exactly once, the old primary rejoins", async () => {
+    pair = await FailoverPair.create();
+    await streaming(pair, "a");
+    const gs = await guests(pair, 3);
+    await sleep(700);
+    pair.node("a").process.kill("SIGKILL");
+    await waitFor("b promoted", async () => (await status(pair!.node("b"))).role === "primary", {
+      timeoutMs: 10_000,
+    });
+    const b = await status(pair.node("b"));
+    expect(b.epoch).toBe(2);
+    const before = gs.map((g) => g.increments);
+    await waitFor(
+      "every guest acknowledged again after the failover",
+      async () => gs.every((g, i) => g.increments > before[i]!),
+      { timeoutMs: 15_000 },
+    );
+    for (const g of gs) expect(g.session.resumes).toBeGreaterThanOrEqual(1);
+    expect(gs.every((g) => g.session.epoch === 2)).toBe(true);
+    // the old primary comes back: it finds a primary at epoch 2 and joins as its standby
+    await pair.start("a");
+    await waitFor(
+      "a rejoined as a replica",
+      async () => (await status(pair!.node("a"))).replication?.state === "replica",
+      { timeoutMs: 20_000 },
+    );
+    expect((await status(pair.node("a"))).role).toBe("standby");
+    await stopAndCheck(gs);
+    const v = await verify(pair.node("b"), ADMIN);
+    expect(v.equal).toBe(true);
+    expect(
+      (await metrics(pair.node("b"))).get("vgpu_promotions_total", { reason: "lease_expired" }),
+    ).toBe(1);
+  });
+
+  it("SIGSTOP of the primary past the lease: takeover; on SIGCONT it steps down having acknowledged nothing alone", async () => {
+    pair = await FailoverPair.create();
+    await streaming(pair, "a");
+    const gs = await guests(pair, 2);
+    await sleep(500);
+    const a = pair.node("a");
+    process.kill(a.pid, "SIGSTOP");
+    try {
+      await waitFor("b promoted", async () => (await status(pair!.node("b"))).role === "primary", {
+        timeoutMs: 10_000,
+      });
+      const before = gs.map((g) => g.increments);
+      await waitFor(
+        "guests acknowledged by the new primary",
+        async () => gs.every((g, i) => g.increments > before[i]!),
+        { timeoutMs: 15_000 },
+      );
+    } finally {
+      process.kill(a.pid, "SIGCONT");
+    }
+    await waitFor(
+      "the woken primary stepped down",
+      async () => (await status(a)).role === "standby",
+      { timeoutMs: 10_000 },
+    );
+    const m = await metrics(a);
+    expect(m.get("vgpu_split_brain_discarded_total", { what: "frames" })).toBe(0);
+    expect(m.get("vgpu_demotions_total", { reason: "higher_epoch" })).toBe(1);
+    await waitFor(
+      "a resynced as a replica",
+      async () => (await status(a)).replication?.state === "replica",
+      { timeoutMs: 20_000 },
+    );
+    await stopAndCheck(gs);
+    expect((await verify(pair.node("b"), ADMIN)).equal).toBe(true);
+  });
+
+  it("SIGKILL of the standby: the primary serves degraded, then the restarted standby resyncs", async () => {
+    pair = await FailoverPair.create();
+    await streaming(pair, "a");
+    const gs = await guests(pair, 2);
+    await sleep(300);
+    pair.node("b").process.kill("SIGKILL");
+    await waitFor("a degraded", async () => (await status(pair!.node("a"))).degraded === true, {
+      timeoutMs: 10_000,
+    });
+    const before = gs.map((g) => g.increments);
+    await waitFor(
+      "guests acknowledged while degraded",
+      async () => gs.every((g, i) => g.increments > before[i]!),
+      { timeoutMs: 10_000 },
+    );
+    expect((await metrics(pair.node("a"))).get("vgpu_degraded")).toBe(1);
+    await pair.start("b");
+    await waitFor(
+      "a leased again",
+      async () => (await status(pair!.node("a"))).degraded === false,
+      { timeoutMs: 20_000 },
+    );
+    await stopAndCheck(gs);
+    expect((await status(pair.node("a"))).role).toBe("primary");
+    expect((await verify(pair.node("a"), ADMIN)).equal).toBe(true);
+  });
+});

@@ -1,0 +1,100 @@
+// A pair whose nodes know each other's addresses (ports chosen up front), so either can be
+// primary, be killed, paused, restarted, and rejoin — what failover tests need.
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { SpawnedNode } from "@vgpu-ha/daemon";
+import { spawnTracked } from "./temp-node.js";
+
+export const ADMIN = "failover-admin-token-0001";
+export const GUEST = { tenant: "tenant-f", token: "tenant-f-token-01" };
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export type NodeName = "a" | "b";
+
+export class FailoverPair {
+  readonly dir = mkdtempSync(join(tmpdir(), "vgpu-failover-"));
+  readonly nodes = new Map<NodeName, SpawnedNode>();
+  private readonly configs = new Map<NodeName, Record<string, unknown>>();
+  private restarts = 0;
+
+  static async create(extra: Record<string, unknown> = {}): Promise<FailoverPair> {
+    const pair = new FailoverPair();
+    const [ga, ra, gb, rb] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const node = (
+      id: NodeName,
+      role: string,
+      g: number,
+      r: number,
+      pg: number,
+      pr: number,
+      seed: number,
+    ) => ({
+      nodeId: id,
+      clusterId: "failover-test",
+      role,
+      stateDir: join(pair.dir, `${id}-state`),
+      guest: { listen: `127.0.0.1:${g}` },
+      replication: { listen: `127.0.0.1:${r}` },
+      ops: { listen: "127.0.0.1:0", token: ADMIN },
+      peer: {
+        name: id === "a" ? "b" : "a",
+        replicationAddress: `127.0.0.1:${pr}`,
+        guestAddress: `127.0.0.1:${pg}`,
+      },
+      device: { seed, vramBytes: "256MiB" },
+      tenants: [{ name: GUEST.tenant, token: GUEST.token, vramQuotaBytes: "128MiB" }],
+      log: { level: "info" },
+      ...extra,
+    });
+    pair.configs.set("a", node("a", "primary", ga, ra, gb, rb, 11));
+    pair.configs.set("b", node("b", "standby", gb, rb, ga, ra, 22));
+    await pair.start("b");
+    await pair.start("a");
+    return pair;
+  }
+
+  /** Both guest endpoints, primary-configured first. */
+  get endpoints(): string[] {
+    return (["a", "b"] as const).map(
+      (n) => (this.configs.get(n)!.guest as { listen: string }).listen,
+    );
+  }
+
+  node(name: NodeName): SpawnedNode {
+    return this.nodes.get(name)!;
+  }
+
+  async start(name: NodeName): Promise<SpawnedNode> {
+    const node = await spawnTracked({
+      dir: this.dir,
+      name: `${name}-${this.restarts++}`,
+      config: this.configs.get(name)!,
+    });
+    this.nodes.set(name, node);
+    return node;
+  }
+
+  async cleanup(): Promise<void> {
+    for (const node of this.nodes.values()) {
+      try {
+        process.kill(node.pid, "SIGCONT");
+      } catch {
+        // already gone
+      }
+      await node.stop();
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
