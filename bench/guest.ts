@@ -4,23 +4,28 @@
 // sharing this machine's cores; the CPU each used is reported beside the throughputs.
 import os from "node:os";
 import { performance } from "node:perf_hooks";
-import { buf, Session, u32 } from "@vgpu-ha/client";
+import { buf, u32 } from "@vgpu-ha/client";
+import {
+  BENCH_TENANT,
+  CALL_WINDOW,
+  CpuMeter,
+  type CpuUse,
+  DMA_CHUNK_BYTES,
+  DMA_WINDOW,
+  dmaWrites,
+  latency,
+  smallCalls,
+  withClients,
+} from "./guest-workload.js";
 import { type NodeProcess, startNode } from "./node-process.js";
 import { type Metric, publish } from "./report.js";
-import { percentile, sleepMs, yieldToLoop } from "./timing.js";
+import { sleepMs, yieldToLoop } from "./timing.js";
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
-const TENANT = { name: "bench", token: "bench-token-0001" };
 
-const WARMUP_MS = 500;
-const MEASURE_MS = 3000;
-/** Small calls each session keeps outstanding. */
-const CALL_WINDOW = 512;
+const DURATIONS = { warmupMs: 500, measureMs: 3000 };
 const LATENCY_MS = 2000;
-const DMA_CHUNK_BYTES = 64 * 1024;
-const DMA_BO_BYTES = 64 * MiB;
-const DMA_WINDOW = 16;
 const STORE_BO_BYTES = 16 * MiB;
 /** Stores written between two turns of the event loop (one store frame's worth). */
 const STORES_PER_TURN = 16384;
@@ -30,136 +35,12 @@ const RSS_BO_COUNT = 4;
 const NODE_CONFIG = {
   nodeId: "bench",
   device: { vramBytes: 4 * GiB, maxBoBytes: GiB },
-  tenants: [{ ...TENANT, vramQuotaBytes: 3 * GiB, boQuota: 100_000 }],
+  tenants: [{ ...BENCH_TENANT, vramQuotaBytes: 3 * GiB, boQuota: 100_000 }],
 };
-
-interface Client {
-  readonly session: Session;
-  readonly context: number;
-}
-
-async function openClient(node: NodeProcess): Promise<Client> {
-  const session = await Session.open({
-    endpoint: node.guest,
-    tenant: TENANT.name,
-    token: TENANT.token,
-  });
-  return { session, context: await session.createContext() };
-}
-
-async function withClients<T>(
-  node: NodeProcess,
-  count: number,
-  body: (clients: Client[]) => Promise<T>,
-): Promise<T> {
-  const clients = await Promise.all(Array.from({ length: count }, () => openClient(node)));
-  try {
-    return await body(clients);
-  } finally {
-    await Promise.all(clients.map((c) => c.session.close()));
-  }
-}
-
-/** CPU used by this process and by the node over a stretch of wall time, in % of one core. */
-class CpuMeter {
-  private readonly node: NodeProcess;
-  private wallMs = 0;
-  private client = process.cpuUsage();
-  private nodeSeconds = 0;
-
-  constructor(node: NodeProcess) {
-    this.node = node;
-  }
-
-  start(): void {
-    this.wallMs = performance.now();
-    this.client = process.cpuUsage();
-    this.nodeSeconds = this.node.cpuSeconds();
-  }
-
-  stop(): { clientPct: number; nodePct: number } {
-    const wallSeconds = (performance.now() - this.wallMs) / 1000;
-    const used = process.cpuUsage(this.client);
-    return {
-      clientPct: ((used.user + used.system) / 1e6 / wallSeconds) * 100,
-      nodePct: ((this.node.cpuSeconds() - this.nodeSeconds) / wallSeconds) * 100,
-    };
-  }
-}
-
-/**
- * Keeps `window` operations outstanding per client until the deadline; counts those completed
- * in the measured stretch after the warm-up.
- */
-async function pipelined(
-  node: NodeProcess,
-  clients: readonly Client[],
-  window: number,
-  op: (c: Client, i: number) => Promise<unknown>,
-) {
-  const meter = new CpuMeter(node);
-  const warmEnd = performance.now() + WARMUP_MS;
-  const end = warmEnd + MEASURE_MS;
-  let completed = 0;
-  let cpu: { clientPct: number; nodePct: number } | undefined;
-  let issued = 0;
-  const worker = async (c: Client) => {
-    for (;;) {
-      await op(c, issued++);
-      const t = performance.now();
-      if (t >= end) {
-        cpu ??= meter.stop();
-        return;
-      }
-      if (t >= warmEnd) {
-        if (completed === 0) meter.start();
-        completed++;
-      }
-    }
-  };
-  await Promise.all(clients.flatMap((c) => Array.from({ length: window }, () => worker(c))));
-  return { perSecond: completed / (MEASURE_MS / 1000), ...cpu! };
-}
-
-function smallCalls(node: NodeProcess, sessions: number) {
-  return withClients(node, sessions, (clients) =>
-    pipelined(node, clients, CALL_WINDOW, (c) => c.session.fence(c.context)),
-  );
-}
-
-/** One call outstanding at a time; microseconds per call. */
-function latency(node: NodeProcess) {
-  return withClients(node, 1, async ([c]) => {
-    const { session, context } = c!;
-    for (let i = 0; i < 500; i++) await session.fence(context);
-    const samplesUs: number[] = [];
-    const end = performance.now() + LATENCY_MS;
-    for (let t = performance.now(); t < end; ) {
-      await session.fence(context);
-      const now = performance.now();
-      samplesUs.push((now - t) * 1000);
-      t = now;
-    }
-    return { p50: percentile(samplesUs, 50), p99: percentile(samplesUs, 99) };
-  });
-}
-
-function dmaWrites(node: NodeProcess) {
-  return withClients(node, 1, async ([c]) => {
-    const { session, context } = c!;
-    const bo = await session.allocBo(context, DMA_BO_BYTES);
-    const data = new Uint8Array(DMA_CHUNK_BYTES).fill(0xa5);
-    const slots = DMA_BO_BYTES / DMA_CHUNK_BYTES;
-    const r = await pipelined(node, [c!], DMA_WINDOW, (_, i) =>
-      session.dmaWrite(context, bo, (i % slots) * DMA_CHUNK_BYTES, data),
-    );
-    return { ...r, mbPerSecond: (r.perSecond * DMA_CHUNK_BYTES) / 1e6 };
-  });
-}
 
 /** Sequential 4-byte stores for a while, then flush; stores per second until the flush resolved. */
 function stores(node: NodeProcess) {
-  return withClients(node, 1, async ([c]) => {
+  return withClients(node.guest, 1, async ([c]) => {
     const { session, context } = c!;
     const bo = await session.allocBo(context, STORE_BO_BYTES);
     const mapped = await session.map(context, bo, STORE_BO_BYTES);
@@ -178,11 +59,11 @@ function stores(node: NodeProcess) {
       await mapped.flush();
       return written;
     };
-    await writeFor(WARMUP_MS);
-    const meter = new CpuMeter(node);
+    await writeFor(DURATIONS.warmupMs);
+    const meter = new CpuMeter([node]);
     meter.start();
     const started = performance.now();
-    const written = await writeFor(MEASURE_MS);
+    const written = await writeFor(DURATIONS.measureMs);
     const seconds = (performance.now() - started) / 1000;
     return { perSecond: written / seconds, ...meter.stop() };
   });
@@ -194,7 +75,7 @@ async function rssWithOneGiB(): Promise<{ before: number; after: number }> {
   try {
     await sleepMs(200);
     const before = node.rssMiB();
-    const after = await withClients(node, 1, async ([c]) => {
+    const after = await withClients(node.guest, 1, async ([c]) => {
       const { session, context } = c!;
       for (let i = 0; i < RSS_BO_COUNT; i++) {
         const bo = await session.allocBo(context, RSS_BO_BYTES);
@@ -212,11 +93,12 @@ async function rssWithOneGiB(): Promise<{ before: number; after: number }> {
 async function throughputs() {
   const node = await startNode(NODE_CONFIG);
   try {
+    const nodes = [node];
     return {
-      calls1: await smallCalls(node, 1),
-      calls8: await smallCalls(node, 8),
-      latency: await latency(node),
-      dma: await dmaWrites(node),
+      calls1: await smallCalls(node.guest, nodes, 1, DURATIONS),
+      calls8: await smallCalls(node.guest, nodes, 8, DURATIONS),
+      latency: await latency(node.guest, LATENCY_MS),
+      dma: await dmaWrites(node.guest, nodes, DURATIONS),
       stores: await stores(node),
     };
   } finally {
@@ -224,8 +106,8 @@ async function throughputs() {
   }
 }
 
-const cpuRows = (prefix: string, r: { clientPct: number; nodePct: number }): Metric[] => [
-  { name: `${prefix}_node_cpu_pct`, value: r.nodePct, unit: "% of a core" },
+const cpuRows = (prefix: string, r: CpuUse): Metric[] => [
+  { name: `${prefix}_node_cpu_pct`, value: r.nodePcts[0]!, unit: "% of a core" },
   { name: `${prefix}_client_cpu_pct`, value: r.clientPct, unit: "% of a core" },
 ];
 
@@ -265,7 +147,7 @@ export async function runGuest(): Promise<void> {
     metrics,
     notes: [
       `client and node share ${os.cpus().length} cores (separate processes, loopback gRPC)`,
-      `throughputs: ${WARMUP_MS} ms warm-up, then ${MEASURE_MS} ms measured; small calls are fence, ${CALL_WINDOW} outstanding per session; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding`,
+      `throughputs: ${DURATIONS.warmupMs} ms warm-up, then ${DURATIONS.measureMs} ms measured; small calls are fence, ${CALL_WINDOW} outstanding per session; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding`,
       `latency: one fence outstanding at a time for ${LATENCY_MS} ms`,
       `stores: sequential writeU32 into a ${STORE_BO_BYTES / MiB} MiB mapped buffer, timed until flush() resolved`,
       `rss: fresh node, ${RSS_BO_COUNT} x ${RSS_BO_BYTES / MiB} MiB buffers each filled by the fill kernel, VmRSS of the node`,

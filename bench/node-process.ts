@@ -1,121 +1,146 @@
-// A real vgpud for benchmarks: started as a child process on loopback ports chosen by the
-// kernel (port 0), learnt from its "node serving" log line; its RSS and CPU time read from
+// A real vgpud for benchmarks, started through the product's spawnVgpud (one way to start a
+// node) on loopback ports chosen by the kernel (port 0), with its RSS and CPU time read from
 // /proc. The child is killed when the benchmark ends, fails, or the process exits.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+//
+// spawnVgpud takes no node flags, only an environment, so node options reach the child through
+// NODE_OPTIONS: `BENCH_NODE_ARGS` adds options to every node (only those NODE_OPTIONS allows;
+// Node 20 refuses --cpu-prof there). CPU profiles: see cpu-profile.ts (BENCH_PROFILE_DIR).
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
+import { profileEnv } from "./cpu-profile.js";
 
-const VGPUD = fileURLToPath(new URL("../../packages/daemon/dist/bin/vgpud.js", import.meta.url));
-const START_TIMEOUT_MS = 15_000;
-const STOP_TIMEOUT_MS = 5_000;
+/** Long enough for a node writing a CPU profile at exit. */
+const STOP_GRACE_MS = 20_000;
 
 export interface NodeProcess {
   readonly pid: number;
+  /** Names its files and its CPU profile directory. */
+  readonly label: string;
   /** host:port of the guest API. */
   readonly guest: string;
+  /** Base URL of the ops HTTP server. */
+  readonly ops: string;
+  /** host:port of the replication server (a standby). */
+  readonly replication: string | undefined;
+  readonly logFile: string;
   /** Resident set size now, from /proc/<pid>/status VmRSS. */
   rssMiB(): number;
   /** User plus system CPU time so far. */
   cpuSeconds(): number;
+  /** The node's JSON log lines written so far. */
+  logLines(): Record<string, unknown>[];
   /** SIGTERM, then SIGKILL after a grace period; removes the temporary directory. */
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  /** Names the node's files and its profile directory (BENCH_PROFILE_DIR/<label>); nodeId by default. */
+  readonly label?: string;
+  /** With BENCH_PROFILE_DIR: profile from the start until the first collectProfiles(). */
+  readonly profileFromStart?: boolean;
+}
+
 /**
- * Starts vgpud with `config` (guest and ops listeners and stateDir are filled in).
- * `BENCH_NODE_ARGS` adds node options to the child, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+ * Starts vgpud with `config`: guest and ops listen on any free loopback port, replication too
+ * unless `config.replication.listen` says otherwise; stateDir is a temporary directory; log
+ * level is info, since spawnVgpud learns the addresses from the "node serving" info line (at
+ * warn it would time out; the node logs nothing per frame at info).
  */
-export async function startNode(config: Record<string, unknown>): Promise<NodeProcess> {
+export async function startNode(
+  config: Record<string, unknown>,
+  options: StartOptions = {},
+): Promise<NodeProcess> {
+  const label = options.label ?? String(config.nodeId ?? "node");
   const dir = mkdtempSync(path.join(os.tmpdir(), "vgpu-bench-"));
-  const configPath = path.join(dir, "config.json");
   const full = {
     ...config,
     stateDir: path.join(dir, "state"),
     guest: { ...(config.guest as object), listen: "127.0.0.1:0" },
-    ops: { listen: "127.0.0.1:0" },
+    ops: { ...(config.ops as object), listen: "127.0.0.1:0" },
+    // Every role serves replication (any node may become a standby); any port unless given.
+    replication: { listen: "127.0.0.1:0", ...(config.replication as object) },
     log: { level: "info" },
   };
-  writeFileSync(configPath, JSON.stringify(full, null, 2));
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((a) => a !== "");
-  const child = spawn(process.execPath, [...nodeArgs, VGPUD, "--config", configPath], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const killAtExit = () => child.kill("SIGKILL");
-  process.on("exit", killAtExit);
-  const cleanup = () => {
-    process.off("exit", killAtExit);
-    rmSync(dir, { recursive: true, force: true });
+  // BENCH_KEEP_LOGS=1 keeps each node's directory (config, log) for a look afterwards.
+  const removeDir = () => {
+    if (process.env.BENCH_KEEP_LOGS !== "1") rmSync(dir, { recursive: true, force: true });
   };
+  let spawned: SpawnedNode;
   try {
-    const guest = await servingAddress(child);
-    return handle(child, guest, cleanup);
+    spawned = await spawnVgpud({
+      config: full,
+      dir,
+      name: label,
+      env: childEnv(label, options.profileFromStart ?? false),
+    });
   } catch (e) {
-    await stopChild(child);
-    cleanup();
-    throw e;
+    const tail = logTail(path.join(dir, `${label}.log`));
+    removeDir();
+    throw new Error(`${(e as Error).message}\n--- end of its log ---\n${tail}`);
   }
+  const killAtExit = () => spawned.process.kill("SIGKILL");
+  process.on("exit", killAtExit);
+  return handle(spawned, label, async () => {
+    await spawned.stop(STOP_GRACE_MS);
+    process.off("exit", killAtExit);
+    removeDir();
+  });
 }
 
-function handle(child: ChildProcess, guest: string, cleanup: () => void): NodeProcess {
-  const pid = child.pid!;
+function childEnv(label: string, profileFromStart: boolean): NodeJS.ProcessEnv {
+  const profile = profileEnv(label, profileFromStart);
+  const nodeOptions = [
+    process.env.NODE_OPTIONS ?? "",
+    process.env.BENCH_NODE_ARGS ?? "",
+    ...profile.nodeOptions,
+  ]
+    .filter((o) => o.trim() !== "")
+    .join(" ");
+  return {
+    ...process.env,
+    ...profile.env,
+    ...(nodeOptions === "" ? {} : { NODE_OPTIONS: nodeOptions }),
+  };
+}
+
+function handle(spawned: SpawnedNode, label: string, stop: () => Promise<void>): NodeProcess {
+  const { pid, guest, ops, replication, logFile } = spawned;
   return {
     pid,
+    label,
     guest,
+    ops,
+    replication,
+    logFile,
     rssMiB: () => rssMiB(pid),
     cpuSeconds: () => cpuSeconds(pid),
-    stop: async () => {
-      await stopChild(child);
-      cleanup();
-    },
+    logLines: () => readLogLines(logFile),
+    stop,
   };
 }
 
-/** Waits for the "node serving" line; rejects if the child exits or takes too long. */
-function servingAddress(child: ChildProcess): Promise<string> {
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString()).slice(-4000);
-  });
-  const lines = createInterface({ input: child.stdout! });
-  return new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`vgpud did not start in ${START_TIMEOUT_MS} ms: ${stderr}`)),
-      START_TIMEOUT_MS,
-    );
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`vgpud exited with ${code} before serving: ${stderr}`));
-    });
-    lines.on("line", (line) => {
-      const entry = parseLogLine(line);
-      if (entry?.msg !== "node serving" || typeof entry.guest !== "string") return;
-      clearTimeout(timer);
-      resolve(entry.guest);
-    });
-  });
-}
-
-function parseLogLine(line: string): Record<string, unknown> | undefined {
+function logTail(file: string, lines = 20): string {
   try {
-    const value: unknown = JSON.parse(line);
-    return typeof value === "object" && value !== null
-      ? (value as Record<string, unknown>)
-      : undefined;
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
   } catch {
-    return undefined; // not a log line (e.g. a node warning); ignored
+    return "(no log)";
   }
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), STOP_TIMEOUT_MS);
-  await exited;
-  clearTimeout(timer);
+function readLogLines(file: string): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    try {
+      const value: unknown = JSON.parse(line);
+      if (typeof value === "object" && value !== null) out.push(value as Record<string, unknown>);
+    } catch {
+      // not a log line (stderr of the child, a node warning): ignored
+    }
+  }
+  return out;
 }
 
 function rssMiB(pid: number): number {
@@ -133,6 +158,16 @@ function cpuSeconds(pid: number): number {
   // Fields after the command name: state is field 3, utime 14 and stime 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+}
+
+/** Busy CPU time of the whole machine so far, all cores (from /proc/stat). */
+export function machineCpuSeconds(): number {
+  ticksPerSecond ??= clockTicks();
+  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!;
+  // cpu user nice system idle iowait irq softirq steal …
+  const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number);
+  const idle = ticks[3]! + ticks[4]!;
+  return (ticks.reduce((a, b) => a + b, 0) - idle) / ticksPerSecond;
 }
 
 function clockTicks(): number {

@@ -26,6 +26,8 @@ export interface Report {
   readonly ratios?: Readonly<Record<string, number>>;
   /** Conditions a reader needs to judge the numbers (shared cores, sizes, durations). */
   readonly notes?: readonly string[];
+  /** Raw measurements and methods behind the metrics, written to the JSON as `data`. */
+  readonly data?: Readonly<Record<string, unknown>>;
 }
 
 /** bench/results/, from this file's place in bench/dist/. */
@@ -102,6 +104,7 @@ export function publish(report: Report): string {
       target: m.target ?? null,
       ok: meets(m),
     })),
+    ...(report.data === undefined ? {} : { data: report.data }),
   };
   mkdirSync(RESULTS_DIR, { recursive: true });
   const path = `${RESULTS_DIR}${report.name}.json`;

@@ -1,11 +1,13 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|all`. Each prints a table
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|all`. Each prints a table
 // and writes bench/results/<name>.json.
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
+import { runReplication } from "./replication.js";
 
 const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["gpu-model", runGpuModel],
   ["guest", runGuest],
+  ["replication", runReplication],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;

@@ -1,0 +1,154 @@
+// The node set-ups the replication benchmark measures side by side: a standalone node, and a
+// primary/standby pair (standby started first, then the primary dialling it directly or
+// through a counting proxy, then wait until the primary streams).
+import net from "node:net";
+import { type CountingProxy, startCountingProxy } from "./counting-proxy.js";
+import { BENCH_TENANT } from "./guest-workload.js";
+import { tallyLeaseEvents } from "./lease-events.js";
+import { type NodeProcess, startNode } from "./node-process.js";
+import { waitStreaming } from "./ops-client.js";
+
+export type ReplicationMode = "sync" | "async";
+export type MmioReplication = "per-page" | "per-store";
+
+const ADMIN_TOKEN = "bench-admin-token-0001";
+const CLUSTER_ID = "bench";
+
+const COMMON = {
+  clusterId: CLUSTER_ID,
+  ops: { token: ADMIN_TOKEN },
+  tenants: [{ ...BENCH_TENANT, vramQuotaBytes: "3GiB", boQuota: 100_000 }],
+};
+const DEVICE = { vramBytes: "4GiB", maxBoBytes: "1GiB" };
+
+/** Peer lease terms (config `lease`); the product's defaults when not given. */
+export interface LeaseTerms {
+  readonly durationMs: number;
+  readonly heartbeatMs: number;
+  readonly driftMarginMs: number;
+}
+
+/**
+ * BENCH_LEASE_MS=N gives every pair without lease terms of its own an N ms lease (heartbeat
+ * 100 ms, the drift margin a 1 % drift needs plus 50 ms): to see what the lease costs.
+ */
+export function leaseOverride(): LeaseTerms | undefined {
+  const ms = Number(process.env.BENCH_LEASE_MS ?? "");
+  if (!Number.isInteger(ms) || ms <= 0) return undefined;
+  return { durationMs: ms, heartbeatMs: 100, driftMarginMs: Math.floor((0.02 * ms) / 1.01) + 51 };
+}
+
+export interface Cluster {
+  /** The node guests talk to (standalone or primary). */
+  readonly primary: NodeProcess;
+  readonly standby: NodeProcess | undefined;
+  readonly proxy: CountingProxy | undefined;
+  /** Every node, primary first. */
+  readonly nodes: readonly NodeProcess[];
+  /** Tallies the nodes' lease events (lease-events.ts) under the cluster's label, then stops. */
+  stop(): Promise<void>;
+}
+
+export async function startStandalone(label: string): Promise<Cluster> {
+  const node = await startNode(
+    { ...COMMON, nodeId: "s", role: "standalone", device: { ...DEVICE, seed: 1 } },
+    { label },
+  );
+  return { primary: node, standby: undefined, proxy: undefined, nodes: [node], stop: node.stop };
+}
+
+export function startStandby(
+  label: string,
+  options: { listen?: string; lease?: LeaseTerms; profileFromStart?: boolean } = {},
+): Promise<NodeProcess> {
+  return startNode(
+    {
+      ...COMMON,
+      nodeId: "b",
+      role: "standby",
+      ...(options.listen ? { replication: { listen: options.listen } } : {}),
+      ...leaseConfig(options.lease),
+      device: { ...DEVICE, seed: 2 },
+    },
+    { label, profileFromStart: options.profileFromStart ?? false },
+  );
+}
+
+export interface PrimaryOptions {
+  readonly label: string;
+  readonly mode: ReplicationMode;
+  readonly mmio?: MmioReplication;
+  /** Where the primary dials its standby. */
+  readonly peer: string;
+  readonly lease?: LeaseTerms;
+}
+
+export function startPrimary(o: PrimaryOptions): Promise<NodeProcess> {
+  return startNode(
+    {
+      ...COMMON,
+      nodeId: "a",
+      role: "primary",
+      peer: { name: "b", replicationAddress: o.peer },
+      replication: { mode: o.mode },
+      mmio: { replication: o.mmio ?? "per-page" },
+      ...leaseConfig(o.lease),
+      device: { ...DEVICE, seed: 1 },
+    },
+    { label: o.label },
+  );
+}
+
+/** A streaming pair; with `countWire`, the primary dials the standby through a counting proxy. */
+export async function startPair(o: {
+  label: string;
+  mode: ReplicationMode;
+  mmio?: MmioReplication;
+  countWire?: boolean;
+  lease?: LeaseTerms;
+}): Promise<Cluster> {
+  const started: { stop(): Promise<void> }[] = [];
+  const nodes: NodeProcess[] = [];
+  const stop = async () => {
+    tallyLeaseEvents(o.label, nodes);
+    for (const s of started.reverse()) await s.stop();
+  };
+  try {
+    const standby = await startStandby(`${o.label}-standby`, { lease: o.lease });
+    started.push(standby);
+    nodes.push(standby);
+    const proxy = o.countWire ? await startCountingProxy(standby.replication!) : undefined;
+    if (proxy) started.push(proxy);
+    const primary = await startPrimary({
+      label: `${o.label}-primary`,
+      mode: o.mode,
+      mmio: o.mmio,
+      peer: proxy?.address ?? standby.replication!,
+      lease: o.lease,
+    });
+    started.push(primary);
+    nodes.push(primary);
+    await waitStreaming(primary);
+    return { primary, standby, proxy, nodes: [primary, standby], stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+function leaseConfig(lease: LeaseTerms | undefined): { lease?: LeaseTerms } {
+  const terms = lease ?? leaseOverride();
+  return terms === undefined ? {} : { lease: terms };
+}
+
+/** A loopback port free now (for a standby the primary must know before it starts). */
+export function reservePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}

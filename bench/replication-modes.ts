@@ -1,0 +1,201 @@
+// standalone vs async vs sync, side by side: all three set-ups run at once (idle ones cost a
+// heartbeat), and each workload is measured in short rounds that visit the modes in rotating
+// order (ABC, BCA, CAB, …), so load from elsewhere on the machine falls on every mode alike.
+// A throughput is the median of its rounds; a ratio between modes is the median of the
+// per-round ratios (each from measurements taken one after the other).
+import { type Cluster, startPair, startStandalone } from "./cluster.js";
+import { profilePhase } from "./cpu-profile.js";
+import {
+  CALL_WINDOW,
+  type CpuUse,
+  DMA_CHUNK_BYTES,
+  DMA_WINDOW,
+  dmaWrites,
+  latency,
+  smallCalls,
+} from "./guest-workload.js";
+import type { Metric, Target } from "./report.js";
+import { median } from "./timing.js";
+
+export const MODES = ["standalone", "async", "sync"] as const;
+export type ModeName = (typeof MODES)[number];
+
+const SESSIONS = 8;
+const CALL_ROUNDS = 5;
+const CALL_DURATIONS = { warmupMs: 300, measureMs: 1500 };
+const DMA_ROUNDS = 3;
+const DMA_DURATIONS = { warmupMs: 300, measureMs: 1000 };
+const LATENCY_ROUNDS = 3;
+const LATENCY_MS = 700;
+
+type Measured = CpuUse & { perSecond: number };
+
+export interface ModeRounds {
+  readonly calls8: Measured[];
+  readonly dma: (Measured & { mbPerSecond: number })[];
+  readonly latency: { p50: number; p99: number; calls: number }[];
+}
+
+/** Round r visits the modes starting at r mod 3. */
+const rotation = (round: number): ModeName[] =>
+  MODES.map((_, i) => MODES[(round + i) % MODES.length]!);
+
+async function inRounds<T>(
+  clusters: ReadonlyMap<ModeName, Cluster>,
+  rounds: number,
+  measure: (mode: ModeName, c: Cluster, round: number) => Promise<T>,
+): Promise<Record<ModeName, T[]>> {
+  const out = { standalone: [], async: [], sync: [] } as Record<ModeName, T[]>;
+  for (let round = 0; round < rounds; round++) {
+    for (const mode of rotation(round)) {
+      out[mode].push(await measure(mode, clusters.get(mode)!, round));
+    }
+  }
+  return out;
+}
+
+export async function measureModes(profiles: string[]): Promise<Record<ModeName, ModeRounds>> {
+  const clusters = new Map<ModeName, Cluster>();
+  try {
+    clusters.set("standalone", await startStandalone("standalone"));
+    clusters.set("async", await startPair({ label: "async", mode: "async" }));
+    clusters.set("sync", await startPair({ label: "sync", mode: "sync" }));
+    const calls8 = await inRounds(clusters, CALL_ROUNDS, async (mode, c, round) => {
+      const r = await profilePhase(c.nodes, `small_calls_8-round${round + 1}`, () =>
+        smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS),
+      );
+      profiles.push(...r.profiles);
+      console.log(
+        `  ${mode} small_calls_8 round ${round + 1}: ${Math.round(r.result.perSecond)}/s`,
+      );
+      return r.result;
+    });
+    const dma = await inRounds(clusters, DMA_ROUNDS, (_, c) =>
+      dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
+    );
+    const lat = await inRounds(clusters, LATENCY_ROUNDS, (_, c) =>
+      latency(c.primary.guest, LATENCY_MS),
+    );
+    const out = {} as Record<ModeName, ModeRounds>;
+    for (const m of MODES) out[m] = { calls8: calls8[m], dma: dma[m], latency: lat[m] };
+    return out;
+  } finally {
+    for (const c of clusters.values()) await c.stop();
+  }
+}
+
+/** Median over rounds of mode/standalone, each round's pair measured back to back. */
+function roundRatio(
+  r: Record<ModeName, ModeRounds>,
+  mode: ModeName,
+  series: (x: ModeRounds) => readonly number[],
+): number {
+  const mine = series(r[mode]);
+  const base = series(r.standalone);
+  const n = Math.min(mine.length, base.length);
+  return median(mine.slice(0, n).map((v, i) => v / base[i]!));
+}
+
+const callsAt = (x: ModeRounds) => x.calls8.map((m) => m.perSecond);
+const dmaAt = (x: ModeRounds) => x.dma.map((m) => m.mbPerSecond);
+
+/** CPU of client and nodes per call, µs: what a call costs whatever else runs. */
+const cpuUsPerCall = (m: Measured) =>
+  ((m.clientPct + m.nodePcts.reduce((a, b) => a + b, 0)) / 100 / m.perSecond) * 1e6;
+
+/** CPU of the node serving guests (standalone or primary) per call, µs. */
+const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e6;
+
+export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
+  const out: Metric[] = [];
+  for (const mode of MODES) {
+    const x = r[mode];
+    const cpu = (pick: (u: CpuUse) => number) => median(x.calls8.map(pick));
+    const standby =
+      mode === "standalone" ? "" : `, standby ${cpu((u) => u.nodePcts[1]!).toFixed(0)} %`;
+    out.push(
+      {
+        name: `${mode}_small_calls_per_s_8`,
+        value: median(x.calls8.map((m) => m.perSecond)),
+        unit: `calls/s (median of ${x.calls8.length})`,
+      },
+      {
+        name: `${mode}_small_calls_8_cpu_us_per_call`,
+        value: median(x.calls8.map(cpuUsPerCall)),
+        unit: `CPU us (client ${cpu((u) => u.clientPct).toFixed(0)} %, node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %${standby}, machine ${cpu((u) => u.machinePct).toFixed(0)} % of 200)`,
+      },
+      {
+        name: `${mode}_small_calls_8_node_cpu_us_per_call`,
+        value: median(x.calls8.map(nodeUsPerCall)),
+        unit: "CPU us of the serving node",
+      },
+      {
+        name: `${mode}_dma_write_64k_mb_per_s`,
+        value: median(x.dma.map((m) => m.mbPerSecond)),
+        unit: `MB/s (1e6 B, median of ${x.dma.length})`,
+      },
+      {
+        name: `${mode}_call_latency_p50_us`,
+        value: median(x.latency.map((l) => l.p50)),
+        unit: "us",
+      },
+      {
+        name: `${mode}_call_latency_p99_us`,
+        value: median(x.latency.map((l) => l.p99)),
+        unit: "us",
+      },
+    );
+  }
+  const atLeast = (value: number): Target => ({ kind: "atLeast", value });
+  out.push(
+    {
+      name: "sync_over_standalone_small_calls_8",
+      value: roundRatio(r, "sync", callsAt),
+      unit: "ratio",
+      target: atLeast(0.75),
+    },
+    {
+      name: "async_over_standalone_small_calls_8",
+      value: roundRatio(r, "async", callsAt),
+      unit: "ratio",
+      target: atLeast(0.85),
+    },
+    {
+      name: "sync_over_standalone_cpu_per_call",
+      value:
+        median(r.sync.calls8.map(cpuUsPerCall)) / median(r.standalone.calls8.map(cpuUsPerCall)),
+      unit: "ratio",
+    },
+    {
+      name: "async_over_standalone_cpu_per_call",
+      value:
+        median(r.async.calls8.map(cpuUsPerCall)) / median(r.standalone.calls8.map(cpuUsPerCall)),
+      unit: "ratio",
+    },
+    {
+      name: "sync_node_bound_small_calls_8",
+      value:
+        median(r.standalone.calls8.map(nodeUsPerCall)) / median(r.sync.calls8.map(nodeUsPerCall)),
+      unit: "ratio",
+    },
+    {
+      name: "async_node_bound_small_calls_8",
+      value:
+        median(r.standalone.calls8.map(nodeUsPerCall)) / median(r.async.calls8.map(nodeUsPerCall)),
+      unit: "ratio",
+    },
+    {
+      name: "sync_over_standalone_dma_write_64k",
+      value: roundRatio(r, "sync", dmaAt),
+      unit: "ratio",
+    },
+    {
+      name: "async_over_standalone_dma_write_64k",
+      value: roundRatio(r, "async", dmaAt),
+      unit: "ratio",
+    },
+  );
+  return out;
+}
+
+export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node's one thread is the bottleneck, as it is on an idle 2-core machine`;

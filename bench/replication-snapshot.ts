@@ -1,0 +1,66 @@
+// A fresh standby catching up by snapshot from 256 MiB and then 1 GiB of buffers (see
+// snapshot-catch-up.ts for the method); the rate against raw loopback TCP.
+import type { Metric } from "./report.js";
+import { type SnapshotCatchUp, snapshotCatchUp } from "./snapshot-catch-up.js";
+
+const MiB = 2 ** 20;
+const SNAPSHOT_SIZES = [
+  { name: "256m", bytes: 256 * MiB },
+  { name: "1g", bytes: 1024 * MiB },
+] as const;
+const SNAPSHOT_BASELINE_MS = 1500;
+
+export async function measureSnapshots(profiles: string[]) {
+  const snapshots: Record<string, SnapshotCatchUp> = {};
+  for (const size of SNAPSHOT_SIZES) {
+    const s = await snapshotCatchUp(size.name, size.bytes, SNAPSHOT_BASELINE_MS);
+    snapshots[size.name] = s;
+    profiles.push(...s.profiles);
+    console.log(`  ${size.name}: ${Math.round(s.mbPerSecond)} MB/s`);
+  }
+  return snapshots;
+}
+
+export function snapshotMetrics(
+  snapshots: Record<string, SnapshotCatchUp>,
+  rawMbPerSecond: number | undefined,
+): Metric[] {
+  const out: Metric[] = [];
+  for (const [name, s] of Object.entries(snapshots)) {
+    const p = `snapshot_${name}`;
+    out.push(
+      { name: `${p}_mb_per_s`, value: s.mbPerSecond, unit: "MB/s (1e6 B)" },
+      { name: `${p}_primary_pause_ms`, value: s.pause.maxMs, unit: "ms (longest guest wait)" },
+      { name: `${p}_baseline_max_call_ms`, value: s.baseline.maxMs, unit: "ms (no snapshot)" },
+      {
+        name: `${p}_pause_over_baseline_ms`,
+        value: s.pause.maxMs - s.baseline.maxMs,
+        unit: "ms",
+      },
+      { name: `${p}_source_build_ms`, value: s.sourceBuildMs, unit: "ms (log, 1 ms res.)" },
+      { name: `${p}_seconds`, value: s.seconds, unit: "s (primary)" },
+      { name: `${p}_end_to_end_s`, value: s.endToEndSeconds, unit: "s (standby spawn→streaming)" },
+      {
+        name: `${p}_catch_up_max_call_ms`,
+        value: s.catchUpStall.maxMs,
+        unit: `ms (sync reply after; backlog ${s.backlogEntries} entries)`,
+      },
+      {
+        name: `${p}_cpu_primary_pct`,
+        value: s.primaryCpuPct,
+        unit: `% (standby ${s.standbyCpuPct.toFixed(0)} %, client ${s.clientCpuPct.toFixed(0)} %, machine ${s.machineCpuPct.toFixed(0)} % of 200)`,
+      },
+    );
+    if (rawMbPerSecond !== undefined) {
+      out.push({
+        name: `${p}_over_raw_tcp`,
+        value: s.mbPerSecond / rawMbPerSecond,
+        unit: "ratio",
+        target: { kind: "atLeast", value: 0.3 },
+      });
+    }
+  }
+  return out;
+}
+
+export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port; mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion)`;

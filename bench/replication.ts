@@ -1,0 +1,154 @@
+// Replication benchmark (DESIGN §11), real processes over loopback, side by side in one run:
+//   modes     standalone vs async vs sync: pipelined small calls from 8 sessions, sequential
+//             call latency, pipelined 64 KiB DMA writes
+//   mmio      per-store vs per-page MMIO replication (sync mode, through a byte-counting
+//             proxy): entries, bytes on the wire and stores/s for the same store streams
+//   snapshot  a fresh standby catching up from 256 MiB and 1 GiB of buffers: rate, and the
+//             longest call a guest of the primary saw meanwhile
+//   raw       a plain Node TCP pump between two processes: the physical reference
+// and whether the pairs stayed pairs (lease lapses, promotions, step-downs in their logs).
+// BENCH_PHASES=modes,mmio,… runs a subset (written as replication-<phases>.json);
+// BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
+// BENCH_LEASE_MS=N runs the pairs on an N ms lease (replication-…-leaseN.json);
+// BENCH_KEEP_LOGS=1 keeps every node's directory and log.
+import os from "node:os";
+import path from "node:path";
+import { leaseOverride } from "./cluster.js";
+import { formatSummary, profileRoot, summarizeProfile } from "./cpu-profile.js";
+import { leaseEventTally } from "./lease-events.js";
+import { rawTcp } from "./raw-tcp.js";
+import { MMIO_NOTE, measureMmioModes } from "./replication-mmio.js";
+import { MODES_NOTE, measureModes, modeMetrics } from "./replication-modes.js";
+import { measureSnapshots, SNAPSHOT_NOTE, snapshotMetrics } from "./replication-snapshot.js";
+import { type Metric, publish } from "./report.js";
+
+const GiB = 2 ** 30;
+
+const PHASES = ["raw", "modes", "mmio", "snapshot"] as const;
+type Phase = (typeof PHASES)[number];
+
+const RAW_TCP_BYTES = GiB;
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+function selectedPhases(): Set<Phase> {
+  const env = process.env.BENCH_PHASES;
+  if (env === undefined || env === "") return new Set(PHASES);
+  const chosen = env.split(",").map((p) => p.trim());
+  for (const p of chosen) {
+    if (!(PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p}`);
+  }
+  return new Set(chosen as Phase[]);
+}
+
+export async function runReplication(): Promise<void> {
+  const phases = selectedPhases();
+  const loadBefore = os.loadavg();
+  const startedMs = performance.now();
+  const profiles: string[] = [];
+  const metrics: Metric[] = [];
+  const data: Record<string, unknown> = {};
+
+  let rawMbPerSecond: number | undefined;
+  const rawRuns: number[] = [];
+  const raw = async () => {
+    const r = await rawTcp(RAW_TCP_BYTES);
+    rawRuns.push(r.mbPerSecond);
+    console.log(`  raw tcp: ${Math.round(r.mbPerSecond)} MB/s`);
+  };
+  if (phases.has("raw")) await raw();
+
+  if (phases.has("modes")) {
+    console.log("modes: standalone, async, sync");
+    const modes = await measureModes(profiles);
+    metrics.push(...modeMetrics(modes));
+    data.modes = modes;
+  }
+
+  if (phases.has("mmio")) {
+    console.log("mmio: per-store vs per-page (sync)");
+    const mmio = await measureMmioModes(profiles);
+    metrics.push(...mmio.metrics);
+    data.mmio = mmio.data;
+  }
+
+  if (phases.has("raw")) await raw();
+  if (rawRuns.length > 0) {
+    rawMbPerSecond = mean(rawRuns);
+    metrics.push({ name: "raw_tcp_mb_per_s", value: rawMbPerSecond, unit: "MB/s (1e6 B)" });
+    data.rawTcp = { bytesPerRun: RAW_TCP_BYTES, mbPerSecondRuns: rawRuns };
+  }
+
+  if (phases.has("snapshot")) {
+    console.log("snapshot: fresh standby catching up");
+    const snapshots = await measureSnapshots(profiles);
+    metrics.push(...snapshotMetrics(snapshots, rawMbPerSecond));
+    data.snapshot = snapshots;
+  }
+
+  const leaseEvents = [...leaseEventTally()];
+  // The mmio pairs run on a lease of their own (replication-mmio.ts): counted apart, in data.
+  const onRunLease = leaseEvents.filter(([label]) => !label.startsWith("mmio-"));
+  metrics.push({
+    name: "lease_events",
+    value: onRunLease.reduce((n, [, e]) => n + e.lapses + e.promotions + e.stepDowns, 0),
+    unit: "lapses+promotions+step-downs in logs (modes, snapshot pairs)",
+    target: { kind: "atMost", value: 0, note: "pairs stayed pairs" },
+  });
+  metrics.push({
+    name: "lease_fenced_ms",
+    value: onRunLease.reduce((n, [, e]) => n + e.fencedMs, 0),
+    unit: `ms replies held (longest ${Math.max(0, ...onRunLease.map(([, e]) => e.longestFencedMs))} ms)`,
+  });
+  data.leaseEvents = Object.fromEntries(leaseEvents);
+  data.loadAverage = { before: loadBefore, after: os.loadavg() };
+  data.wallSeconds = (performance.now() - startedMs) / 1000;
+  if (profiles.length > 0) {
+    data.profiles = Object.fromEntries(
+      [...groupProfiles(profiles)].map(([k, files]) => [k, summarizeProfile(files, 12)]),
+    );
+  }
+  const all = phases.size === PHASES.length;
+  const lease = leaseOverride();
+  publish({
+    name: `replication${all ? "" : `-${[...phases].join("-")}`}${lease ? `-lease${lease.durationMs}` : ""}`,
+    metrics,
+    ratios: Object.fromEntries(
+      metrics.filter((m) => m.unit === "ratio").map((m) => [m.name, m.value]),
+    ),
+    notes: notes(loadBefore, data.wallSeconds as number),
+    data,
+  });
+  if (profiles.length > 0) {
+    console.log(`\nCPU profiles under ${profileRoot()}:`);
+    for (const [k, files] of groupProfiles(profiles)) {
+      console.log(formatSummary(summarizeProfile(files, 12), `${k} (${files.length})`));
+    }
+  }
+}
+
+/** Profiles by node label and phase, the rounds of a phase together. */
+function groupProfiles(files: readonly string[]): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const f of files) {
+    const key = `${path.basename(path.dirname(f))} ${path.basename(f, ".cpuprofile").replace(/-round\d+$/, "")}`;
+    groups.set(key, [...(groups.get(key) ?? []), f]);
+  }
+  return groups;
+}
+
+function notes(loadBefore: number[], wallSeconds: number): string[] {
+  return [
+    `${os.cpus().length} cores shared by the benchmark client, every node (primary, standby), the counting proxy and anything else running on the machine; load average at start ${loadBefore.map((l) => l.toFixed(2)).join(" ")}; the *_cpu_* rows give client/node/standby CPU and the whole machine's busy CPU (of 200 %) while measuring`,
+    MODES_NOTE,
+    MMIO_NOTE,
+    SNAPSHOT_NOTE,
+    RAW_TCP_NOTE,
+    `whole run ${wallSeconds.toFixed(0)} s`,
+    ...(leaseOverride()
+      ? [`BENCH_LEASE_MS: every pair ran with lease ${JSON.stringify(leaseOverride())}`]
+      : []),
+  ];
+}
+
+const RAW_TCP_NOTE = `raw_tcp: ${RAW_TCP_BYTES / GiB} GiB in 1 MiB writes over one loopback TCP connection between two forked node processes, first to last byte at the sink; run at the start and after the mmio phase, value = mean`;
