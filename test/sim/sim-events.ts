@@ -38,5 +38,7 @@ function describeMessage(m: PrimaryMessage | StandbyMessage): string {
         : `hello ${m.firstRetainedSeq}..${m.lastSeq}`;
     case "error":
       return `error ${m.code} ${m.message}`;
+    case "handover":
+      return `handover at ${m.lastSeq}`;
   }
 }

@@ -20,6 +20,12 @@ export type PrimaryMessage =
       readonly epoch: number;
       readonly sentUs: number;
       readonly lastSeq: number;
+    }
+  | {
+      readonly kind: "handover";
+      readonly epoch: number;
+      readonly lastSeq: number;
+      readonly digest: string;
     };
 
 export interface CheckpointResult {

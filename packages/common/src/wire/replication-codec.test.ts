@@ -199,12 +199,11 @@ const roundTripStandby = (m: StandbyMessage) =>
   );
 
 describe("replication codec", () => {
-  it.each(primaryMessages.map((m, i) => [i, m.kind, m] as const))(
-    "round-trips primary message %i (%s)",
-    (_i, _kind, m) => {
-      expect(roundTripPrimary(m)).toEqual(m);
-    },
-  );
+  it.each(
+    primaryMessages.map((m, i) => [i, m.kind, m] as const),
+  )("round-trips primary message %i (%s)", (_i, _kind, m) => {
+    expect(roundTripPrimary(m)).toEqual(m);
+  });
 
   it.each(entries.map((e) => [e.body.kind, e] as const))("round-trips a %s entry", (_k, e) => {
     expect(roundTripPrimary({ kind: "entries", epoch: 1, entries: [e] })).toEqual({
@@ -214,12 +213,11 @@ describe("replication codec", () => {
     });
   });
 
-  it.each(standbyMessages.map((m, i) => [i, m.kind, m] as const))(
-    "round-trips standby message %i (%s)",
-    (_i, _kind, m) => {
-      expect(roundTripStandby(m)).toEqual(m);
-    },
-  );
+  it.each(
+    standbyMessages.map((m, i) => [i, m.kind, m] as const),
+  )("round-trips standby message %i (%s)", (_i, _kind, m) => {
+    expect(roundTripStandby(m)).toEqual(m);
+  });
 
   it("copies every decoded bytes field out of the receive buffer", () => {
     // fromBinary returns views into its input, as grpc's receive buffer does.

@@ -39,6 +39,7 @@ import {
   ExtentSchema,
   FrameRecordSchema,
   HandleDeltaSchema,
+  HandoverSchema,
   HeartbeatSchema,
   MmioPagesEntrySchema,
   MmioStoreEntrySchema,
@@ -143,6 +144,11 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
       return {
         case: "heartbeat",
         value: create(HeartbeatSchema, { sentUs: BigInt(m.sentUs), lastSeq: BigInt(m.lastSeq) }),
+      };
+    case "handover":
+      return {
+        case: "handover",
+        value: create(HandoverSchema, { lastSeq: BigInt(m.lastSeq), digest: m.digest }),
       };
   }
 }
@@ -325,6 +331,13 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         epoch,
         sentUs: toSafe(k.value.sentUs, "heartbeat send time"),
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
+      };
+    case "handover":
+      return {
+        kind: "handover",
+        epoch,
+        lastSeq: toSafe(k.value.lastSeq, "handover seq"),
+        digest: k.value.digest,
       };
     default:
       return malformed("primary message has no kind");

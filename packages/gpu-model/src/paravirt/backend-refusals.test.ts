@@ -224,17 +224,21 @@ describe("offsets, lengths and sizes", () => {
     );
   });
 
-  it.each([...outside, [0, BIG + 1], [0, -1], [4, -4], [0, 1.5], [0, Number.NaN]])(
-    "dmaRead at %d of %d bytes: OUT_OF_BOUNDS",
-    (offset, length) => {
-      const { g, ctx, a } = setup();
-      expectRefused(
-        g,
-        call({ op: "dmaRead", context: ctx, bo: a, offset, length }),
-        ErrorCode.OUT_OF_BOUNDS,
-      );
-    },
-  );
+  it.each([
+    ...outside,
+    [0, BIG + 1],
+    [0, -1],
+    [4, -4],
+    [0, 1.5],
+    [0, Number.NaN],
+  ])("dmaRead at %d of %d bytes: OUT_OF_BOUNDS", (offset, length) => {
+    const { g, ctx, a } = setup();
+    expectRefused(
+      g,
+      call({ op: "dmaRead", context: ctx, bo: a, offset, length }),
+      ErrorCode.OUT_OF_BOUNDS,
+    );
+  });
 
   it.each([
     [BIG - 1, 0, 2],
@@ -256,13 +260,21 @@ describe("offsets, lengths and sizes", () => {
     );
   });
 
-  it.each([0, -1, -4096, 0.5, 4096.5, Number.NaN, Infinity, (16 << 20) + 1, 2 ** 53, 2 ** 60])(
-    "boAlloc of %d bytes: INVALID_SIZE",
-    (sizeBytes) => {
-      const { g, ctx } = setup();
-      expectRefused(g, call({ op: "boAlloc", context: ctx, sizeBytes }), ErrorCode.INVALID_SIZE);
-    },
-  );
+  it.each([
+    0,
+    -1,
+    -4096,
+    0.5,
+    4096.5,
+    Number.NaN,
+    Infinity,
+    (16 << 20) + 1,
+    2 ** 53,
+    2 ** 60,
+  ])("boAlloc of %d bytes: INVALID_SIZE", (sizeBytes) => {
+    const { g, ctx } = setup();
+    expectRefused(g, call({ op: "boAlloc", context: ctx, sizeBytes }), ErrorCode.INVALID_SIZE);
+  });
 
   it("VRAM exhaustion: OUT_OF_MEMORY, and the space is usable again once freed", () => {
     const { backend, g, ctx } = setup({ device: { vramBytes: 64 << 10, maxBoBytes: 64 << 10 } });

@@ -276,6 +276,13 @@ export class Sender {
     this.snapshot = undefined;
   }
 
+  private pendingHandover: { lastSeq: number; digest: string } | undefined;
+
+  /** Queues a handover (planned switchover); the caller has stopped taking frames. */
+  handover(digest: string): void {
+    this.pendingHandover = { lastSeq: this.log.lastSeq, digest };
+  }
+
   /** What to send now. */
   poll(nowMs: number): PrimaryMessage[] {
     const out: PrimaryMessage[] = [];
@@ -297,6 +304,10 @@ export class Sender {
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
     else if (this.state === "streaming") this.pollEntries(nowMs, out);
+    if (this.pendingHandover && this.state === "streaming" && this.sentSeq === this.log.lastSeq) {
+      out.push({ kind: "handover", epoch: this.epoch, ...this.pendingHandover });
+      this.pendingHandover = undefined;
+    }
     if (this.state !== "hello" && nowMs - this.lastHeartbeatMs >= this.options.heartbeatMs) {
       this.lastHeartbeatMs = nowMs;
       out.push({

@@ -11,7 +11,7 @@ import type {
 } from "@vgpu-ha/common";
 import { ErrorCode } from "@vgpu-ha/common";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
-import { SnapshotSink } from "@vgpu-ha/gpu-model";
+import { computeDigest, SnapshotSink } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry } from "./applier.js";
 
 export interface ReceiverOptions {
@@ -25,7 +25,14 @@ export interface ReceiverOptions {
 export type ReceiverState = "empty" | "snapshot" | "replica" | "diverged";
 
 export interface ReceiverEvent {
-  readonly kind: "divergence" | "snapshotStarted" | "snapshotDone" | "staleEpoch" | "gap";
+  readonly kind:
+    | "divergence"
+    | "snapshotStarted"
+    | "snapshotDone"
+    | "staleEpoch"
+    | "gap"
+    | "handover"
+    | "handoverRefused";
   readonly seq: number;
   readonly detail: string;
 }
@@ -123,7 +130,32 @@ export class Receiver {
         return this.onEntries(message.entries);
       case "snapshot":
         return this.onChunk(message.chunk);
+      case "handover":
+        return this.onHandover(message.lastSeq, message.digest);
     }
+  }
+
+  /**
+   * A planned switchover: take over only as an exact replica of everything the primary has
+   * (same last seq, equal digest). A refusal is reported; a differing digest is divergence.
+   */
+  private onHandover(lastSeq: number, digest: string): StandbyMessage[] {
+    if (this.state !== "replica" || this.appliedSeq !== lastSeq) {
+      const detail = `state ${this.state}, applied ${this.appliedSeq} of ${lastSeq}`;
+      this.events.push({ kind: "handoverRefused", seq: this.appliedSeq, detail });
+      return [this.ack()];
+    }
+    const mine = computeDigest(this.backend!).state;
+    if (mine !== digest) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
+    this.events.push({ kind: "handover", seq: lastSeq, detail: "digests equal" });
+    return [this.ack()];
+  }
+
+  /** Takes an existing state as the replica (a primary that handed over keeps its state). */
+  adopt(backend: Backend, appliedSeq: number): void {
+    this.backend = backend;
+    this.appliedSeq = appliedSeq;
+    this.state = "replica";
   }
 
   private onEntries(entries: readonly Entry[]): StandbyMessage[] {

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file vgpu/v1/replication.proto.
  */
 export const file_vgpu_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQizAEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmQiYQoMUHJpbWFyeUhlbGxvEhIKCmNsdXN0ZXJfaWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIaChJmaXJzdF9yZXRhaW5lZF9zZXEYAyABKAQSEAoIbGFzdF9zZXEYBCABKAQiLQoKRW50cnlCYXRjaBIfCgdlbnRyaWVzGAEgAygLMg4udmdwdS52MS5FbnRyeSIuCglIZWFydGJlYXQSDwoHc2VudF91cxgBIAEoBBIQCghsYXN0X3NlcRgCIAEoBCK2AgoFRW50cnkSCwoDc2VxGAEgASgEEiIKBGNhbGwYAiABKAsyEi52Z3B1LnYxLkNhbGxFbnRyeUgAEi0KCm1taW9fcGFnZXMYAyABKAsyFy52Z3B1LnYxLk1taW9QYWdlc0VudHJ5SAASLQoKbW1pb19zdG9yZRgEIAEoCzIXLnZncHUudjEuTW1pb1N0b3JlRW50cnlIABIxCgxzZXNzaW9uX29wZW4YBSABKAsyGS52Z3B1LnYxLlNlc3Npb25PcGVuRW50cnlIABIzCg1zZXNzaW9uX2Nsb3NlGAYgASgLMhoudmdwdS52MS5TZXNzaW9uQ2xvc2VFbnRyeUgAEi4KCmNoZWNrcG9pbnQYByABKAsyGC52Z3B1LnYxLkNoZWNrcG9pbnRFbnRyeUgAQgYKBGtpbmQimgEKCUNhbGxFbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZyYW1lGAIgASgEEhsKBGNhbGwYAyABKAsyDS52Z3B1LnYxLkNhbGwSJQoHaGFuZGxlcxgEIAEoCzIULnZncHUudjEuSGFuZGxlRGVsdGESJgoGcmVzdWx0GAUgASgLMhYudmdwdS52MS5SZXN1bHRTdW1tYXJ5Io8BCgtIYW5kbGVEZWx0YRIYChBjb250ZXh0c19jcmVhdGVkGAEgAygNEhoKEmNvbnRleHRzX2Rlc3Ryb3llZBgCIAMoDRIkCgxib3NfYXNzaWduZWQYAyADKAsyDi52Z3B1LnYxLkJvUmVmEiQKDGJvc19yZWxlYXNlZBgEIAMoCzIOLnZncHUudjEuQm9SZWYiJAoFQm9SZWYSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDSJICg1SZXN1bHRTdW1tYXJ5EiAKBGNvZGUYASABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIVCg1vdXRwdXRfZGlnZXN0GAIgASgMIlkKDk1taW9QYWdlc0VudHJ5EiEKBXBhZ2VzGAEgAygLMhIudmdwdS52MS5QYWdlV3JpdGUSJAoGZnJhbWVzGAIgAygLMhQudmdwdS52MS5GcmFtZVJlY29yZCJeCglQYWdlV3JpdGUSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRISCgpwYWdlX2luZGV4GAMgASgNEiAKB2V4dGVudHMYBCADKAsyDy52Z3B1LnYxLkV4dGVudCIuCgZFeHRlbnQSFgoOb2Zmc2V0X2luX3BhZ2UYASABKA0SDAoEZGF0YRgCIAEoDCJxCg5NbWlvU3RvcmVFbnRyeRIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEg4KBm9mZnNldBgDIAEoBBIMCgRkYXRhGAQgASgMEiQKBmZyYW1lcxgFIAMoCzIULnZncHUudjEuRnJhbWVSZWNvcmQiYwoLRnJhbWVSZWNvcmQSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBIgCgRjb2RlGAMgASgOMhIudmdwdS52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgEIAEoCSI2ChBTZXNzaW9uT3BlbkVudHJ5EhIKCnNlc3Npb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJIicKEVNlc3Npb25DbG9zZUVudHJ5EhIKCnNlc3Npb25faWQYASABKAkiNQoPQ2hlY2twb2ludEVudHJ5Eg4KBmRpZ2VzdBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgEIp0BCg1TbmFwc2hvdENodW5rEhMKC3NuYXBzaG90X2lkGAEgASgEEg4KBmF0X3NlcRgCIAEoBBINCgVpbmRleBgDIAEoDRIMCgRsYXN0GAQgASgIEiMKBG1ldGEYBSABKAsyFS52Z3B1LnYxLlNuYXBzaG90TWV0YRIlCgVwYWdlcxgGIAMoCzIWLnZncHUudjEuU25hcHNob3RQYWdlcyKeAQoMU25hcHNob3RNZXRhEhsKE25leHRfY29udGV4dF9oYW5kbGUYASABKA0SKgoIY29udGV4dHMYAiADKAsyGC52Z3B1LnYxLlNuYXBzaG90Q29udGV4dBIqCghzZXNzaW9ucxgDIAMoCzIYLnZncHUudjEuU25hcHNob3RTZXNzaW9uEhkKEXRvdGFsX2NodW5rc19oaW50GAQgASgEIpQBCg9TbmFwc2hvdENvbnRleHQSDgoGaGFuZGxlGAEgASgNEg4KBnRlbmFudBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEhYKDm5leHRfYm9faGFuZGxlGAQgASgNEhMKC2ZlbmNlX3ZhbHVlGAUgASgEEiAKA2JvcxgGIAMoCzITLnZncHUudjEuU25hcHNob3RCbyJACgpTbmFwc2hvdEJvEg4KBmhhbmRsZRgBIAEoDRISCgpzaXplX2J5dGVzGAIgASgEEg4KBm1hcHBlZBgDIAEoCCJyCg9TbmFwc2hvdFNlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEgoKbGFzdF9mcmFtZRgDIAEoBBInCgdyZXBsaWVzGAQgAygLMhYudmdwdS52MS5TbmFwc2hvdFJlcGx5IkMKDVNuYXBzaG90UmVwbHkSDQoFZnJhbWUYASABKAQSIwoGcmVzdWx0GAIgASgLMhMudmdwdS52MS5DYWxsUmVzdWx0Ik4KDVNuYXBzaG90UGFnZXMSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRISCgpmaXJzdF9wYWdlGAMgASgNEgwKBGRhdGEYBCABKAwiwgEKDlN0YW5kYnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5TdGFuZGJ5SGVsbG9IABIbCgNhY2sYAyABKAsyDC52Z3B1LnYxLkFja0gAEigKBnJlc3luYxgEIAEoCzIWLnZncHUudjEuUmVzeW5jUmVxdWVzdEgAEioKBWVycm9yGAUgASgLMhkudmdwdS52MS5SZXBsaWNhdGlvbkVycm9ySABCBgoEa2luZCKJAQoMU3RhbmRieUhlbGxvEhIKCmNsdXN0ZXJfaWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRINCgVlbXB0eRgDIAEoCBIYChBsYXN0X2FwcGxpZWRfc2VxGAQgASgEEhMKC3NuYXBzaG90X2lkGAUgASgEEhYKDnNuYXBzaG90X2NodW5rGAYgASgNIpIBCgNBY2sSEwoLYXBwbGllZF9zZXEYASABKAQSEwoLc25hcHNob3RfaWQYAiABKAQSFgoOc25hcHNob3RfY2h1bmsYAyABKA0SGQoRaGVhcnRiZWF0X3NlbnRfdXMYBCABKAQSLgoLY2hlY2twb2ludHMYBSADKAsyGS52Z3B1LnYxLkNoZWNrcG9pbnRSZXN1bHQiUgoQQ2hlY2twb2ludFJlc3VsdBISCgpyZXF1ZXN0X2lkGAEgASgEEgsKA3NlcRgCIAEoBBINCgVlcXVhbBgDIAEoCBIOCgZkaWdlc3QYBCABKAkiWAoNUmVzeW5jUmVxdWVzdBIlCgZyZWFzb24YASABKA4yFS52Z3B1LnYxLlJlc3luY1JlYXNvbhIQCghmcm9tX3NlcRgCIAEoBBIOCgZkZXRhaWwYAyABKAkiRQoQUmVwbGljYXRpb25FcnJvchIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgCIAEoCSpTCghOb2RlUm9sZRIZChVOT0RFX1JPTEVfVU5TUEVDSUZJRUQQABIVChFOT0RFX1JPTEVfUFJJTUFSWRABEhUKEU5PREVfUk9MRV9TVEFOREJZEAIqYAoMUmVzeW5jUmVhc29uEh0KGVJFU1lOQ19SRUFTT05fVU5TUEVDSUZJRUQQABIVChFSRVNZTkNfUkVBU09OX0dBUBABEhoKFlJFU1lOQ19SRUFTT05fRElWRVJHRUQQAjKFAQoLUmVwbGljYXRpb24SPgoGU3RyZWFtEhcudmdwdS52MS5QcmltYXJ5TWVzc2FnZRoXLnZncHUudjEuU3RhbmRieU1lc3NhZ2UoATABEjYKBVByb2JlEhUudmdwdS52MS5Qcm9iZVJlcXVlc3QaFi52Z3B1LnYxLlByb2JlUmVzcG9uc2ViBnByb3RvMw", [file_vgpu_v1_types]);
+  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQi8wEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAQgYKBGtpbmQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJImEKDFByaW1hcnlIZWxsbxISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSGgoSZmlyc3RfcmV0YWluZWRfc2VxGAMgASgEEhAKCGxhc3Rfc2VxGAQgASgEIi0KCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkiLgoJSGVhcnRiZWF0Eg8KB3NlbnRfdXMYASABKAQSEAoIbGFzdF9zZXEYAiABKAQitgIKBUVudHJ5EgsKA3NlcRgBIAEoBBIiCgRjYWxsGAIgASgLMhIudmdwdS52MS5DYWxsRW50cnlIABItCgptbWlvX3BhZ2VzGAMgASgLMhcudmdwdS52MS5NbWlvUGFnZXNFbnRyeUgAEi0KCm1taW9fc3RvcmUYBCABKAsyFy52Z3B1LnYxLk1taW9TdG9yZUVudHJ5SAASMQoMc2Vzc2lvbl9vcGVuGAUgASgLMhkudmdwdS52MS5TZXNzaW9uT3BlbkVudHJ5SAASMwoNc2Vzc2lvbl9jbG9zZRgGIAEoCzIaLnZncHUudjEuU2Vzc2lvbkNsb3NlRW50cnlIABIuCgpjaGVja3BvaW50GAcgASgLMhgudmdwdS52MS5DaGVja3BvaW50RW50cnlIAEIGCgRraW5kIpoBCglDYWxsRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBIbCgRjYWxsGAMgASgLMg0udmdwdS52MS5DYWxsEiUKB2hhbmRsZXMYBCABKAsyFC52Z3B1LnYxLkhhbmRsZURlbHRhEiYKBnJlc3VsdBgFIAEoCzIWLnZncHUudjEuUmVzdWx0U3VtbWFyeSKPAQoLSGFuZGxlRGVsdGESGAoQY29udGV4dHNfY3JlYXRlZBgBIAMoDRIaChJjb250ZXh0c19kZXN0cm95ZWQYAiADKA0SJAoMYm9zX2Fzc2lnbmVkGAMgAygLMg4udmdwdS52MS5Cb1JlZhIkCgxib3NfcmVsZWFzZWQYBCADKAsyDi52Z3B1LnYxLkJvUmVmIiQKBUJvUmVmEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0iSAoNUmVzdWx0U3VtbWFyeRIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSFQoNb3V0cHV0X2RpZ2VzdBgCIAEoDCJZCg5NbWlvUGFnZXNFbnRyeRIhCgVwYWdlcxgBIAMoCzISLnZncHUudjEuUGFnZVdyaXRlEiQKBmZyYW1lcxgCIAMoCzIULnZncHUudjEuRnJhbWVSZWNvcmQiXgoJUGFnZVdyaXRlEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKcGFnZV9pbmRleBgDIAEoDRIgCgdleHRlbnRzGAQgAygLMg8udmdwdS52MS5FeHRlbnQiLgoGRXh0ZW50EhYKDm9mZnNldF9pbl9wYWdlGAEgASgNEgwKBGRhdGEYAiABKAwicQoOTW1pb1N0b3JlRW50cnkSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRIOCgZvZmZzZXQYAyABKAQSDAoEZGF0YRgEIAEoDBIkCgZmcmFtZXMYBSADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkImMKC0ZyYW1lUmVjb3JkEhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSIAoEY29kZRgDIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYBCABKAkiNgoQU2Vzc2lvbk9wZW5FbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSInChFTZXNzaW9uQ2xvc2VFbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJIjUKD0NoZWNrcG9pbnRFbnRyeRIOCgZkaWdlc3QYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoBCKdAQoNU25hcHNob3RDaHVuaxITCgtzbmFwc2hvdF9pZBgBIAEoBBIOCgZhdF9zZXEYAiABKAQSDQoFaW5kZXgYAyABKA0SDAoEbGFzdBgEIAEoCBIjCgRtZXRhGAUgASgLMhUudmdwdS52MS5TbmFwc2hvdE1ldGESJQoFcGFnZXMYBiADKAsyFi52Z3B1LnYxLlNuYXBzaG90UGFnZXMingEKDFNuYXBzaG90TWV0YRIbChNuZXh0X2NvbnRleHRfaGFuZGxlGAEgASgNEioKCGNvbnRleHRzGAIgAygLMhgudmdwdS52MS5TbmFwc2hvdENvbnRleHQSKgoIc2Vzc2lvbnMYAyADKAsyGC52Z3B1LnYxLlNuYXBzaG90U2Vzc2lvbhIZChF0b3RhbF9jaHVua3NfaGludBgEIAEoBCKUAQoPU25hcHNob3RDb250ZXh0Eg4KBmhhbmRsZRgBIAEoDRIOCgZ0ZW5hbnQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIWCg5uZXh0X2JvX2hhbmRsZRgEIAEoDRITCgtmZW5jZV92YWx1ZRgFIAEoBBIgCgNib3MYBiADKAsyEy52Z3B1LnYxLlNuYXBzaG90Qm8iQAoKU25hcHNob3RCbxIOCgZoYW5kbGUYASABKA0SEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZtYXBwZWQYAyABKAgicgoPU25hcHNob3RTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEhIKCmxhc3RfZnJhbWUYAyABKAQSJwoHcmVwbGllcxgEIAMoCzIWLnZncHUudjEuU25hcHNob3RSZXBseSJDCg1TbmFwc2hvdFJlcGx5Eg0KBWZyYW1lGAEgASgEEiMKBnJlc3VsdBgCIAEoCzITLnZncHUudjEuQ2FsbFJlc3VsdCJOCg1TbmFwc2hvdFBhZ2VzEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKZmlyc3RfcGFnZRgDIAEoDRIMCgRkYXRhGAQgASgMIsIBCg5TdGFuZGJ5TWVzc2FnZRINCgVlcG9jaBgBIAEoBBImCgVoZWxsbxgCIAEoCzIVLnZncHUudjEuU3RhbmRieUhlbGxvSAASGwoDYWNrGAMgASgLMgwudmdwdS52MS5BY2tIABIoCgZyZXN5bmMYBCABKAsyFi52Z3B1LnYxLlJlc3luY1JlcXVlc3RIABIqCgVlcnJvchgFIAEoCzIZLnZncHUudjEuUmVwbGljYXRpb25FcnJvckgAQgYKBGtpbmQiiQEKDFN0YW5kYnlIZWxsbxISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZW1wdHkYAyABKAgSGAoQbGFzdF9hcHBsaWVkX3NlcRgEIAEoBBITCgtzbmFwc2hvdF9pZBgFIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgGIAEoDSKSAQoDQWNrEhMKC2FwcGxpZWRfc2VxGAEgASgEEhMKC3NuYXBzaG90X2lkGAIgASgEEhYKDnNuYXBzaG90X2NodW5rGAMgASgNEhkKEWhlYXJ0YmVhdF9zZW50X3VzGAQgASgEEi4KC2NoZWNrcG9pbnRzGAUgAygLMhkudmdwdS52MS5DaGVja3BvaW50UmVzdWx0IlIKEENoZWNrcG9pbnRSZXN1bHQSEgoKcmVxdWVzdF9pZBgBIAEoBBILCgNzZXEYAiABKAQSDQoFZXF1YWwYAyABKAgSDgoGZGlnZXN0GAQgASgJIlgKDVJlc3luY1JlcXVlc3QSJQoGcmVhc29uGAEgASgOMhUudmdwdS52MS5SZXN5bmNSZWFzb24SEAoIZnJvbV9zZXEYAiABKAQSDgoGZGV0YWlsGAMgASgJIkUKEFJlcGxpY2F0aW9uRXJyb3ISIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkqUwoITm9kZVJvbGUSGQoVTk9ERV9ST0xFX1VOU1BFQ0lGSUVEEAASFQoRTk9ERV9ST0xFX1BSSU1BUlkQARIVChFOT0RFX1JPTEVfU1RBTkRCWRACKmAKDFJlc3luY1JlYXNvbhIdChlSRVNZTkNfUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVTWU5DX1JFQVNPTl9HQVAQARIaChZSRVNZTkNfUkVBU09OX0RJVkVSR0VEEAIyhQEKC1JlcGxpY2F0aW9uEj4KBlN0cmVhbRIXLnZncHUudjEuUHJpbWFyeU1lc3NhZ2UaFy52Z3B1LnYxLlN0YW5kYnlNZXNzYWdlKAEwARI2CgVQcm9iZRIVLnZncHUudjEuUHJvYmVSZXF1ZXN0GhYudmdwdS52MS5Qcm9iZVJlc3BvbnNlYgZwcm90bzM", [file_vgpu_v1_types]);
 
 /**
  * @generated from message vgpu.v1.ProbeRequest
@@ -125,6 +125,12 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: vgpu.v1.Handover handover = 6;
+     */
+    value: Handover;
+    case: "handover";
   } | { case: undefined; value?: undefined };
 };
 
@@ -134,6 +140,32 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
  */
 export const PrimaryMessageSchema: GenMessage<PrimaryMessage> = /*@__PURE__*/
   messageDesc(file_vgpu_v1_replication, 2);
+
+/**
+ * Planned switchover: the primary has stopped taking frames and the standby has applied
+ * everything up to last_seq; the standby checks its digest equals this one and takes over at
+ * once. The old primary then becomes its standby with the same state (no snapshot).
+ *
+ * @generated from message vgpu.v1.Handover
+ */
+export type Handover = Message<"vgpu.v1.Handover"> & {
+  /**
+   * @generated from field: uint64 last_seq = 1;
+   */
+  lastSeq: bigint;
+
+  /**
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+};
+
+/**
+ * Describes the message vgpu.v1.Handover.
+ * Use `create(HandoverSchema)` to create a new message.
+ */
+export const HandoverSchema: GenMessage<Handover> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 3);
 
 /**
  * @generated from message vgpu.v1.PrimaryHello
@@ -167,7 +199,7 @@ export type PrimaryHello = Message<"vgpu.v1.PrimaryHello"> & {
  * Use `create(PrimaryHelloSchema)` to create a new message.
  */
 export const PrimaryHelloSchema: GenMessage<PrimaryHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 3);
+  messageDesc(file_vgpu_v1_replication, 4);
 
 /**
  * Consecutive log entries, in seq order.
@@ -186,7 +218,7 @@ export type EntryBatch = Message<"vgpu.v1.EntryBatch"> & {
  * Use `create(EntryBatchSchema)` to create a new message.
  */
 export const EntryBatchSchema: GenMessage<EntryBatch> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 4);
+  messageDesc(file_vgpu_v1_replication, 5);
 
 /**
  * @generated from message vgpu.v1.Heartbeat
@@ -210,7 +242,7 @@ export type Heartbeat = Message<"vgpu.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 5);
+  messageDesc(file_vgpu_v1_replication, 6);
 
 /**
  * One record of the replication log.
@@ -270,7 +302,7 @@ export type Entry = Message<"vgpu.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 6);
+  messageDesc(file_vgpu_v1_replication, 7);
 
 /**
  * A guest call, its parameters, its handle-mapping delta and a summary of its result.
@@ -309,7 +341,7 @@ export type CallEntry = Message<"vgpu.v1.CallEntry"> & {
  * Use `create(CallEntrySchema)` to create a new message.
  */
 export const CallEntrySchema: GenMessage<CallEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 7);
+  messageDesc(file_vgpu_v1_replication, 8);
 
 /**
  * Guest handles the call assigned or released (the handle-mapping table delta).
@@ -343,7 +375,7 @@ export type HandleDelta = Message<"vgpu.v1.HandleDelta"> & {
  * Use `create(HandleDeltaSchema)` to create a new message.
  */
 export const HandleDeltaSchema: GenMessage<HandleDelta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 8);
+  messageDesc(file_vgpu_v1_replication, 9);
 
 /**
  * @generated from message vgpu.v1.BoRef
@@ -365,7 +397,7 @@ export type BoRef = Message<"vgpu.v1.BoRef"> & {
  * Use `create(BoRefSchema)` to create a new message.
  */
 export const BoRefSchema: GenMessage<BoRef> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 9);
+  messageDesc(file_vgpu_v1_replication, 10);
 
 /**
  * A call's outcome, compared by the standby with its own: the code and a digest of the output.
@@ -391,7 +423,7 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
  * Use `create(ResultSummarySchema)` to create a new message.
  */
 export const ResultSummarySchema: GenMessage<ResultSummary> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 10);
+  messageDesc(file_vgpu_v1_replication, 11);
 
 /**
  * The MMIO stores of a group of store frames, one record per dirty page with only the bytes
@@ -416,7 +448,7 @@ export type MmioPagesEntry = Message<"vgpu.v1.MmioPagesEntry"> & {
  * Use `create(MmioPagesEntrySchema)` to create a new message.
  */
 export const MmioPagesEntrySchema: GenMessage<MmioPagesEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 11);
+  messageDesc(file_vgpu_v1_replication, 12);
 
 /**
  * @generated from message vgpu.v1.PageWrite
@@ -448,7 +480,7 @@ export type PageWrite = Message<"vgpu.v1.PageWrite"> & {
  * Use `create(PageWriteSchema)` to create a new message.
  */
 export const PageWriteSchema: GenMessage<PageWrite> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 12);
+  messageDesc(file_vgpu_v1_replication, 13);
 
 /**
  * @generated from message vgpu.v1.Extent
@@ -470,7 +502,7 @@ export type Extent = Message<"vgpu.v1.Extent"> & {
  * Use `create(ExtentSchema)` to create a new message.
  */
 export const ExtentSchema: GenMessage<Extent> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 13);
+  messageDesc(file_vgpu_v1_replication, 14);
 
 /**
  * One MMIO store (the per-store baseline). `frames` is set on the last store of a frame.
@@ -509,7 +541,7 @@ export type MmioStoreEntry = Message<"vgpu.v1.MmioStoreEntry"> & {
  * Use `create(MmioStoreEntrySchema)` to create a new message.
  */
 export const MmioStoreEntrySchema: GenMessage<MmioStoreEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 14);
+  messageDesc(file_vgpu_v1_replication, 15);
 
 /**
  * A store frame applied on the primary: its number and result, for the session table.
@@ -543,7 +575,7 @@ export type FrameRecord = Message<"vgpu.v1.FrameRecord"> & {
  * Use `create(FrameRecordSchema)` to create a new message.
  */
 export const FrameRecordSchema: GenMessage<FrameRecord> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 15);
+  messageDesc(file_vgpu_v1_replication, 16);
 
 /**
  * @generated from message vgpu.v1.SessionOpenEntry
@@ -565,7 +597,7 @@ export type SessionOpenEntry = Message<"vgpu.v1.SessionOpenEntry"> & {
  * Use `create(SessionOpenEntrySchema)` to create a new message.
  */
 export const SessionOpenEntrySchema: GenMessage<SessionOpenEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 16);
+  messageDesc(file_vgpu_v1_replication, 17);
 
 /**
  * @generated from message vgpu.v1.SessionCloseEntry
@@ -582,7 +614,7 @@ export type SessionCloseEntry = Message<"vgpu.v1.SessionCloseEntry"> & {
  * Use `create(SessionCloseEntrySchema)` to create a new message.
  */
 export const SessionCloseEntrySchema: GenMessage<SessionCloseEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 17);
+  messageDesc(file_vgpu_v1_replication, 18);
 
 /**
  * The primary's state digest after every entry up to this one; the standby compares its own.
@@ -606,7 +638,7 @@ export type CheckpointEntry = Message<"vgpu.v1.CheckpointEntry"> & {
  * Use `create(CheckpointEntrySchema)` to create a new message.
  */
 export const CheckpointEntrySchema: GenMessage<CheckpointEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 18);
+  messageDesc(file_vgpu_v1_replication, 19);
 
 /**
  * A piece of a consistent snapshot at seq `at_seq`. The first chunk (index 0) carries the
@@ -651,7 +683,7 @@ export type SnapshotChunk = Message<"vgpu.v1.SnapshotChunk"> & {
  * Use `create(SnapshotChunkSchema)` to create a new message.
  */
 export const SnapshotChunkSchema: GenMessage<SnapshotChunk> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 19);
+  messageDesc(file_vgpu_v1_replication, 20);
 
 /**
  * @generated from message vgpu.v1.SnapshotMeta
@@ -683,7 +715,7 @@ export type SnapshotMeta = Message<"vgpu.v1.SnapshotMeta"> & {
  * Use `create(SnapshotMetaSchema)` to create a new message.
  */
 export const SnapshotMetaSchema: GenMessage<SnapshotMeta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 20);
+  messageDesc(file_vgpu_v1_replication, 21);
 
 /**
  * @generated from message vgpu.v1.SnapshotContext
@@ -725,7 +757,7 @@ export type SnapshotContext = Message<"vgpu.v1.SnapshotContext"> & {
  * Use `create(SnapshotContextSchema)` to create a new message.
  */
 export const SnapshotContextSchema: GenMessage<SnapshotContext> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 21);
+  messageDesc(file_vgpu_v1_replication, 22);
 
 /**
  * @generated from message vgpu.v1.SnapshotBo
@@ -752,7 +784,7 @@ export type SnapshotBo = Message<"vgpu.v1.SnapshotBo"> & {
  * Use `create(SnapshotBoSchema)` to create a new message.
  */
 export const SnapshotBoSchema: GenMessage<SnapshotBo> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 22);
+  messageDesc(file_vgpu_v1_replication, 23);
 
 /**
  * @generated from message vgpu.v1.SnapshotSession
@@ -784,7 +816,7 @@ export type SnapshotSession = Message<"vgpu.v1.SnapshotSession"> & {
  * Use `create(SnapshotSessionSchema)` to create a new message.
  */
 export const SnapshotSessionSchema: GenMessage<SnapshotSession> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 23);
+  messageDesc(file_vgpu_v1_replication, 24);
 
 /**
  * @generated from message vgpu.v1.SnapshotReply
@@ -806,7 +838,7 @@ export type SnapshotReply = Message<"vgpu.v1.SnapshotReply"> & {
  * Use `create(SnapshotReplySchema)` to create a new message.
  */
 export const SnapshotReplySchema: GenMessage<SnapshotReply> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 24);
+  messageDesc(file_vgpu_v1_replication, 25);
 
 /**
  * Consecutive non-zero pages of one buffer, starting at first_page.
@@ -840,7 +872,7 @@ export type SnapshotPages = Message<"vgpu.v1.SnapshotPages"> & {
  * Use `create(SnapshotPagesSchema)` to create a new message.
  */
 export const SnapshotPagesSchema: GenMessage<SnapshotPages> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 25);
+  messageDesc(file_vgpu_v1_replication, 26);
 
 /**
  * @generated from message vgpu.v1.StandbyMessage
@@ -886,7 +918,7 @@ export type StandbyMessage = Message<"vgpu.v1.StandbyMessage"> & {
  * Use `create(StandbyMessageSchema)` to create a new message.
  */
 export const StandbyMessageSchema: GenMessage<StandbyMessage> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 26);
+  messageDesc(file_vgpu_v1_replication, 27);
 
 /**
  * @generated from message vgpu.v1.StandbyHello
@@ -933,7 +965,7 @@ export type StandbyHello = Message<"vgpu.v1.StandbyHello"> & {
  * Use `create(StandbyHelloSchema)` to create a new message.
  */
 export const StandbyHelloSchema: GenMessage<StandbyHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 27);
+  messageDesc(file_vgpu_v1_replication, 28);
 
 /**
  * Cumulative: every entry up to applied_seq is applied; snapshot chunks up to
@@ -975,7 +1007,7 @@ export type Ack = Message<"vgpu.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 28);
+  messageDesc(file_vgpu_v1_replication, 29);
 
 /**
  * @generated from message vgpu.v1.CheckpointResult
@@ -1007,7 +1039,7 @@ export type CheckpointResult = Message<"vgpu.v1.CheckpointResult"> & {
  * Use `create(CheckpointResultSchema)` to create a new message.
  */
 export const CheckpointResultSchema: GenMessage<CheckpointResult> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 29);
+  messageDesc(file_vgpu_v1_replication, 30);
 
 /**
  * @generated from message vgpu.v1.ResyncRequest
@@ -1034,7 +1066,7 @@ export type ResyncRequest = Message<"vgpu.v1.ResyncRequest"> & {
  * Use `create(ResyncRequestSchema)` to create a new message.
  */
 export const ResyncRequestSchema: GenMessage<ResyncRequest> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 30);
+  messageDesc(file_vgpu_v1_replication, 31);
 
 /**
  * @generated from message vgpu.v1.ReplicationError
@@ -1056,7 +1088,7 @@ export type ReplicationError = Message<"vgpu.v1.ReplicationError"> & {
  * Use `create(ReplicationErrorSchema)` to create a new message.
  */
 export const ReplicationErrorSchema: GenMessage<ReplicationError> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 31);
+  messageDesc(file_vgpu_v1_replication, 32);
 
 /**
  * @generated from enum vgpu.v1.NodeRole
