@@ -76,8 +76,32 @@ export class GuestService {
   /** Frames applied and sessions opened (for what a primary would discard). */
   readonly applied = { frames: 0, sessions: 0 };
 
+  /** Labelled metric children, looked up once per label set (the per-frame path is hot). */
+  private readonly counters;
+
   constructor(deps: GuestServiceDeps) {
     this.deps = deps;
+    const m = deps.metrics;
+    const memo = <K, V>(make: (key: K) => V) => {
+      const cache = new Map<K, V>();
+      return (key: K) => {
+        let v = cache.get(key);
+        if (v === undefined) {
+          v = make(key);
+          cache.set(key, v);
+        }
+        return v;
+      };
+    };
+    const calls = memo((key: string) => {
+      const [op, code] = key.split("/") as [string, string];
+      return m.calls.labels({ op, code });
+    });
+    this.counters = {
+      frame: memo((outcome: string) => m.frames.labels({ outcome })),
+      call: (op: string, code: ErrorCode) => calls(`${op}/${errorName(code)}`),
+      duration: memo((op: string) => m.callDuration.labels({ op })),
+    };
   }
 
   get openStreams(): number {
@@ -271,13 +295,13 @@ export class GuestService {
       }
       const started = process.hrtime.bigint();
       const { outcome, seq } = sequencer.applyFrame(session, frame);
-      metrics.frames.inc({ outcome: outcome.kind });
+      this.counters.frame(outcome.kind).inc();
       if (outcome.kind === "applied") {
         this.applied.frames++;
         const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        metrics.calls.inc({ op, code: errorName(outcome.result.code) });
-        metrics.callDuration.observe({ op }, seconds);
+        this.counters.call(op, outcome.result.code).inc();
+        this.counters.duration(op).observe(seconds);
         if (frame.body.kind === "stores" && outcome.result.code === ErrorCode.OK) {
           metrics.mmioStores.inc(frame.body.batch.offsets.length);
         }

@@ -20,6 +20,8 @@ import {
 } from "@vgpu-ha/common";
 import type { Sender, SenderEvent } from "./core/sender.js";
 
+type Counter = { inc(value?: number): void };
+
 export interface ReplicationClientDeps {
   readonly address: string;
   readonly sender: Sender;
@@ -117,6 +119,22 @@ export class ReplicationClient {
     this.pump();
   }
 
+  private readonly byKind = new Map<string, { entries: Counter; bytes: Counter }>();
+
+  private count(body: Parameters<typeof entryBytes>[0]): void {
+    let c = this.byKind.get(body.kind);
+    if (c === undefined) {
+      const m = this.deps.metrics;
+      c = {
+        entries: m.replicatedEntries.labels({ kind: body.kind }),
+        bytes: m.replicatedBytes.labels({ kind: body.kind }),
+      };
+      this.byKind.set(body.kind, c);
+    }
+    c.entries.inc();
+    c.bytes.inc(entryBytes(body));
+  }
+
   /** Sends what the Sender wants to send now, unless the stream's buffer is full. */
   pump(): void {
     const { sender, log, metrics, clock } = this.deps;
@@ -125,10 +143,7 @@ export class ReplicationClient {
     const messages = sender.poll(clock.monotonicMs());
     for (const m of messages) {
       if (m.kind === "entries") {
-        for (const e of m.entries) {
-          metrics.replicatedEntries.inc({ kind: e.body.kind });
-          metrics.replicatedBytes.inc({ kind: e.body.kind }, entryBytes(e.body));
-        }
+        for (const e of m.entries) this.count(e.body);
       }
       if (!this.link.send(m)) this.blocked = true;
     }

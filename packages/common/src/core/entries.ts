@@ -26,7 +26,7 @@ export const EMPTY_DELTA: HandleDelta = Object.freeze({
 /** A call's outcome as the standby checks it: the code and a digest of the output. */
 export interface ResultSummary {
   readonly code: ErrorCode;
-  /** 16 bytes of SHA-256 over the canonical output; empty when there is no output. */
+  /** The output in short (see result-summary.ts in gpu-model); empty when there is none. */
   readonly outputDigest: Uint8Array;
 }
 

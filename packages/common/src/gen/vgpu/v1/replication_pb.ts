@@ -411,7 +411,8 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
   code: ErrorCode;
 
   /**
-   * SHA-256 (truncated to 16 bytes) of the canonical output; empty when the call has none.
+   * The output in short: a handle or fence value (a kind byte + 8 bytes), read data as the
+   * first 16 bytes of its SHA-256; empty when the call has none.
    *
    * @generated from field: bytes output_digest = 2;
    */
