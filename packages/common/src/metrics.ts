@@ -201,9 +201,14 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["reason"],
       registers,
     }),
+    switchovers: new Counter({
+      name: "vgpu_switchovers_total",
+      help: "Planned switchovers this node handed over",
+      registers,
+    }),
     splitBrainDiscards: new Counter({
       name: "vgpu_split_brain_discarded_total",
-      help: "Work a primary discarded when it met a primary of a higher epoch (frames, sessions)",
+      help: "Work a primary discarded when it met a higher epoch: frames applied, frames whose replies went out (acknowledged_frames), sessions",
       labelNames: ["what"],
       registers,
     }),

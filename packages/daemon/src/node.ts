@@ -91,6 +91,9 @@ export class VgpuNode implements Supervisor {
           return { ...(await this.role.verify()) };
         },
         ...(config.testing.faultInjection ? { corrupt: () => this.role.corrupt?.() } : {}),
+        promote: (force) => this.manualPromote(force),
+        demote: (force) => this.manualDemote(force),
+        switchover: () => this.switchover(),
       },
     });
   }
@@ -210,37 +213,100 @@ export class VgpuNode implements Supervisor {
     this.log.warn({ reason }, `now ${kind}`);
   }
 
-  promote(reason: string): void {
+  promote(reason: string, force = false): Promise<void> {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
       if (this.stopping || !(standby instanceof StandbyRole)) return;
-      const takeover = standby.takeover();
+      const takeover = standby.takeover(force);
       if (!takeover) return;
       const epoch = Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
-      this.log.warn({ seq: takeover.lastSeq, epoch }, "promoting: the primary's lease expired");
+      this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
       this.log = this.baseLog.child({ role: "primary", epoch });
       this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
     });
+    return this.transition;
   }
 
-  stepDown(theirEpoch: number, reason: string): void {
+  stepDown(theirEpoch: number, reason: string, why = "higher_epoch"): Promise<void> {
     this.transition = this.transition.then(async () => {
       const primary = this.role;
       if (this.stopping || !(primary instanceof PrimaryRole) || primary.name !== "primary") return;
-      const discarded = primary.soloWork();
+      // After a handover the states are equal: keep ours and stay a replica (no snapshot).
+      const kept = primary.handedOver();
+      const discarded = kept
+        ? { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 }
+        : primary.soloWork();
       this.setEpoch(Math.max(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
-      this.metrics.demotions.inc({ reason: "higher_epoch" });
+      this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
       this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);
-      this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
-      this.log.error(
-        { seq: primary.log.lastSeq, theirEpoch, discarded },
-        `stepping down to standby: ${reason}; discarding this node's state`,
+      this.metrics.splitBrainDiscards.inc(
+        { what: "acknowledged_frames" },
+        discarded.acknowledgedFrames,
       );
-      this.become("standby", "higher_epoch");
+      this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
+      this.log = this.baseLog.child({ role: "standby", epoch: this.currentEpoch });
+      if (kept) {
+        this.log.warn(
+          { seq: kept.lastSeq, theirEpoch },
+          `stepping down after a handover: ${reason}; keeping the replica`,
+        );
+        const standby = new StandbyRole(this.roleDeps());
+        kept.backend.trackMmio = false;
+        standby.receiver.adopt(kept.backend, kept.lastSeq);
+        this.become("standby", "switchover", standby);
+      } else {
+        this.log.error(
+          { seq: primary.log.lastSeq, theirEpoch, discarded },
+          `stepping down to standby: ${reason}; discarding this node's state`,
+        );
+        this.become("standby", why);
+      }
+      primary.steppedDown();
     });
+    return this.transition;
+  }
+
+  /** Operator: promote this standby (refused when it is not eligible, unless forced). */
+  async manualPromote(force: boolean): Promise<Record<string, unknown>> {
+    const standby = this.role;
+    if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
+    const why = standby.ineligibleReason();
+    if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
+    await this.promote(force ? "manual_forced" : "manual", force);
+    return { role: this.role.name, epoch: this.currentEpoch };
+  }
+
+  /** Operator: hand over to the standby (a switchover); forced, step down even without one. */
+  async manualDemote(force: boolean): Promise<Record<string, unknown>> {
+    const primary = this.role;
+    if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
+      throw new OpsRefusal(409, "not a primary");
+    }
+    try {
+      return { ...(await primary.switchover()), role: "standby", epoch: this.currentEpoch };
+    } catch (e) {
+      if (!force) throw new OpsRefusal(409, `${(e as Error).message} (force to step down anyway)`);
+      await this.stepDown(this.currentEpoch, "demoted by an operator", "manual");
+      return { role: this.role.name, epoch: this.currentEpoch, discarded: true };
+    }
+  }
+
+  /** Operator: planned switchover. */
+  async switchover(): Promise<Record<string, unknown>> {
+    const primary = this.role;
+    if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
+      throw new OpsRefusal(409, "switchover runs on the primary");
+    }
+    try {
+      const done = await primary.switchover();
+      this.metrics.switchovers.inc();
+      return { ...done, role: this.role.name, epoch: this.currentEpoch };
+    } catch (e) {
+      throw new OpsRefusal(409, (e as Error).message);
+    }
   }
 
   adoptEpoch(epoch: number): void {
@@ -277,6 +343,15 @@ export class VgpuNode implements Supervisor {
       version: VERSION,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
+  }
+}
+
+/** An admin action refused, with the HTTP status to answer. */
+export class OpsRefusal extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
   }
 }
 

@@ -73,8 +73,8 @@ export class GuestService {
   private paused = false;
   /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
   ackedSeq = 0;
-  /** Frames applied and sessions opened (for what a primary would discard). */
-  readonly applied = { frames: 0, sessions: 0 };
+  /** Frames applied, replies sent and sessions opened (for what a primary would discard). */
+  readonly applied = { frames: 0, acknowledged: 0, sessions: 0 };
 
   /** Labelled metric children, looked up once per label set (the per-frame path is hot). */
   private readonly counters;
@@ -344,6 +344,7 @@ export class GuestService {
       if (i === out.length || (i > start && bytes + size > budget)) {
         const part = out.slice(start, i);
         const last = part.at(-1)!;
+        this.applied.acknowledged += part.length;
         if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
         state.stream.write(
           create(wire.NodeMessageSchema, {

@@ -16,7 +16,18 @@ export interface AdminActions {
   verify?(): Promise<Record<string, unknown>>;
   /** Test-only fault injection (testing.faultInjection). */
   corrupt?(): Record<string, unknown> | undefined;
+  promote?(force: boolean): Promise<Record<string, unknown>>;
+  demote?(force: boolean): Promise<Record<string, unknown>>;
+  switchover?(): Promise<Record<string, unknown>>;
 }
+
+/** An error with an HTTP status (a refusal with a reason). */
+interface StatusError {
+  readonly status?: number;
+  readonly message: string;
+}
+
+const forceOf = (query: unknown) => (query as { force?: string } | undefined)?.force === "true";
 
 export interface OpsDeps {
   /** A JSON-serialisable snapshot of the node's state. */
@@ -91,6 +102,36 @@ const admin =
         return reply.code(409).send({ error: "verify_failed", message: (e as Error).message });
       }
     });
+    const action =
+      (name: string, run: (force: boolean) => Promise<Record<string, unknown>> | undefined) =>
+      async (
+        req: { query: unknown },
+        reply: { code(n: number): { send(b: unknown): unknown } },
+      ) => {
+        const running = run(forceOf(req.query));
+        if (!running)
+          return reply.code(404).send({ error: "not_found", message: `no ${name} here` });
+        try {
+          return await running;
+        } catch (e) {
+          const err = e as StatusError;
+          return reply
+            .code(err.status ?? 500)
+            .send({ error: `${name}_refused`, message: err.message });
+        }
+      };
+    app.post(
+      "/v1/promote",
+      action("promote", (f) => deps.admin?.promote?.(f)),
+    );
+    app.post(
+      "/v1/demote",
+      action("demote", (f) => deps.admin?.demote?.(f)),
+    );
+    app.post(
+      "/v1/switchover",
+      action("switchover", () => deps.admin?.switchover?.()),
+    );
     app.post("/v1/test/corrupt", async (_req, reply) => {
       if (!deps.admin?.corrupt) {
         return reply.code(404).send({ error: "not_found", message: "fault injection is off" });

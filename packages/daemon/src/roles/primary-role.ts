@@ -67,8 +67,12 @@ export class PrimaryRole implements Role {
   private fencedSinceMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
+  /** A planned switchover in progress: guests paused, handover sent at this seq. */
+  private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
-  private solo: { fromSeq: number; frames: number; sessions: number } | undefined;
+  private solo:
+    | { fromSeq: number; frames: number; acknowledged: number; sessions: number }
+    | undefined;
 
   private readonly promoted: boolean;
 
@@ -230,17 +234,20 @@ export class PrimaryRole implements Role {
     this.solo = {
       fromSeq: this.confirmedSeq,
       frames: this.guests.applied.frames,
+      acknowledged: this.guests.applied.acknowledged,
       sessions: this.guests.applied.sessions,
     };
   }
 
   /** What stepping down now would throw away. */
-  soloWork(): { entries: number; frames: number; sessions: number } {
+  soloWork(): { entries: number; frames: number; acknowledgedFrames: number; sessions: number } {
     const s = this.solo;
-    if (!s) return { entries: 0, frames: 0, sessions: 0 };
+    if (!s) return { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 };
     return {
       entries: this.log.lastSeq - s.fromSeq,
       frames: this.guests.applied.frames - s.frames,
+      // Replies held while fenced go out only if the node ends up degraded (serving alone).
+      acknowledgedFrames: this.guests.applied.acknowledged - s.acknowledged,
       sessions: this.guests.applied.sessions - s.sessions,
     };
   }
@@ -324,6 +331,7 @@ export class PrimaryRole implements Role {
   /** Holds guests back while the standby lags beyond the configured bound. */
   private applyBackPressure(): void {
     const sender = this.sender!;
+    if (this.handingOver) return; // guests stay paused until the handover completes
     const r = this.deps.config.replication;
     if (sender.state !== "streaming" && sender.state !== "snapshot") {
       this.guests.setPaused(false);
@@ -383,6 +391,63 @@ export class PrimaryRole implements Role {
         this.checkpointWaiters.get(e.requestId)?.(e);
         break;
     }
+  }
+
+  /**
+   * Planned switchover: stop taking frames, wait until the standby has applied everything and
+   * every reply is out, then hand over with the state digest. The standby takes over at once
+   * (epoch + 1); this node then becomes its standby with the same state (no snapshot).
+   * Resolves when this node has stepped down.
+   */
+  async switchover(timeoutMs = 10_000): Promise<{ seq: number; digest: string; pauseMs: number }> {
+    const sender = this.sender;
+    if (!sender?.inSync || this.lease !== "leased") {
+      throw new Error("no standby in sync to hand over to");
+    }
+    if (this.handingOver) throw new Error("a switchover is already in progress");
+    const started = this.deps.clock.monotonicMs();
+    this.guests.setPaused(true);
+    this.handingOver = { lastSeq: -1, digest: "", done: () => undefined };
+    try {
+      this.sequencer.flushMmio();
+      this.client!.pump();
+      const deadline = started + timeoutMs;
+      while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
+        if (this.deps.clock.monotonicMs() > deadline || !sender.inSync) {
+          throw new Error(
+            `standby at ${sender.appliedSeq} of ${this.log.lastSeq}: not handing over`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      const digest = computeDigest(this.backend).state;
+      const lastSeq = this.log.lastSeq;
+      const done = new Promise<void>((resolve, reject) => {
+        this.handingOver = { lastSeq, digest, done: resolve };
+        setTimeout(() => reject(new Error("the standby did not take over")), timeoutMs);
+      });
+      this.deps.logger.warn({ seq: lastSeq, digest }, "switchover: handing over");
+      sender.handover(digest);
+      this.client!.pump();
+      await done;
+      return { seq: lastSeq, digest, pauseMs: this.deps.clock.monotonicMs() - started };
+    } catch (e) {
+      this.handingOver = undefined;
+      this.guests.setPaused(false);
+      throw e;
+    }
+  }
+
+  /** The state to keep when stepping down after a handover (equal to the new primary's). */
+  handedOver(): { backend: Backend; lastSeq: number } | undefined {
+    const h = this.handingOver;
+    if (!h || h.lastSeq !== this.log.lastSeq) return undefined;
+    return { backend: this.backend, lastSeq: h.lastSeq };
+  }
+
+  /** Called by the node once it has stepped down. */
+  steppedDown(): void {
+    this.handingOver?.done();
   }
 
   async verify(): Promise<VerifyResult> {

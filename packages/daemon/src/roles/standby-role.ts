@@ -3,7 +3,7 @@
 // not diverged), it asks the node to promote it; an ineligible standby says why and waits.
 // Guests are told NOT_PRIMARY with the primary's address.
 import { type ReplicationGauges, standbyLeaseExpired } from "@vgpu-ha/common";
-import { computeDigest } from "@vgpu-ha/gpu-model";
+import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
@@ -104,11 +104,25 @@ export class StandbyRole implements Role {
     this.deps.supervisor.promote("lease_expired");
   }
 
-  /** The replica, handed to the primary role at promotion. */
-  takeover(): Takeover | undefined {
+  /**
+   * The replica, handed to the primary role at promotion; undefined when not eligible. Forced
+   * (an operator's choice), whatever state there is, or an empty one.
+   */
+  takeover(force = false): Takeover | undefined {
     const backend = this.receiver.backend;
-    if (!this.receiver.eligible || !backend) return undefined;
-    return { backend, lastSeq: this.receiver.appliedSeq };
+    if (backend && (this.receiver.eligible || force)) {
+      return { backend, lastSeq: this.receiver.appliedSeq };
+    }
+    if (!force) return undefined;
+    return {
+      backend: new Backend(backendOptions(this.deps.config, false)),
+      lastSeq: this.receiver.appliedSeq,
+    };
+  }
+
+  /** Why this standby may not take over, or undefined when it may. */
+  ineligibleReason(): string | undefined {
+    return this.receiver.eligible ? undefined : `standby is ${this.receiver.state}`;
   }
 
   probe() {
@@ -144,6 +158,14 @@ export class StandbyRole implements Role {
           break;
         case "gap":
           logger.warn(fields, "gap in the stream: asked for a resend");
+          break;
+        case "handover":
+          logger.warn(fields, "switchover: the primary handed over");
+          this.promoting = true;
+          supervisor.promote("switchover");
+          break;
+        case "handoverRefused":
+          logger.error(fields, "switchover refused: not an exact replica");
           break;
       }
     }
