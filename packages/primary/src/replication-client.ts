@@ -137,7 +137,7 @@ export class ReplicationClient {
 
   /** Sends what the Sender wants to send now, unless the stream's buffer is full. */
   pump(): void {
-    const { sender, log, metrics, clock } = this.deps;
+    const { sender, log, clock } = this.deps;
     log.release(sender.releasableSeq, this.deps.retainBytes);
     if (this.link === undefined || this.blocked) return;
     const messages = sender.poll(clock.monotonicMs());
