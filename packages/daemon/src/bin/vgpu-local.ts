@@ -6,6 +6,7 @@
 // everything.
 //   --once   run the demo and the check, stop both nodes and exit (0 when all checked out)
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -18,54 +19,76 @@ const ADMIN_TOKEN = "local-demo-admin-token";
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { once: { type: "boolean" } } });
   const dir = mkdtempSync(join(tmpdir(), "vgpu-local-"));
-  const nodes: SpawnedNode[] = [];
+  const configs = new Map<string, Record<string, unknown>>();
+  const nodes = new Map<string, SpawnedNode>();
+  let stopping = false;
+  let generation = 0;
+  /** Starts a node; if it dies while we run, starts it again a second later (like systemd). */
+  const start = async (name: string): Promise<SpawnedNode> => {
+    const n = await spawnVgpud({
+      dir,
+      name: `${name}.${generation++}`,
+      config: configs.get(name)!,
+    });
+    nodes.set(name, n);
+    void n.exited.then((code) => {
+      if (stopping || nodes.get(name) !== n) return;
+      console.log(`${name} exited (${code}); restarting it in 1 s, as systemd would`);
+      setTimeout(() => {
+        if (stopping) return;
+        start(name).then(
+          (m) => console.log(`${name} restarted: pid ${m.pid}`),
+          (e: Error) => console.log(`${name} failed to restart: ${e.message}`),
+        );
+      }, 1000);
+    });
+    return n;
+  };
   const cleanup = async () => {
-    await Promise.all(nodes.map((n) => n.stop()));
+    stopping = true;
+    await Promise.all([...nodes.values()].map((n) => n.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    const [ga, ra, gb, rb] = (await Promise.all([0, 1, 2, 3].map(() => freePort()))) as [
+      number,
+      number,
+      number,
+      number,
+    ];
     const common = {
       clusterId: "vgpu-local",
-      guest: { listen: "127.0.0.1:0" },
       ops: { listen: "127.0.0.1:0", token: ADMIN_TOKEN },
       tenants: [{ name: TENANT.tenant, token: TENANT.token, vramQuotaBytes: "512MiB" }],
     };
-    const standby = await spawnVgpud({
-      dir,
-      name: "node-b",
-      config: {
-        ...common,
-        nodeId: "node-b",
-        role: "standby",
-        replication: { listen: "127.0.0.1:0" },
-        device: { seed: 2, vramBytes: "1GiB" },
+    const node = (id: string, role: string, g: number, r: number, pg: number, pr: number) => ({
+      ...common,
+      nodeId: id,
+      role,
+      stateDir: join(dir, `${id}-state`),
+      guest: { listen: `127.0.0.1:${g}` },
+      replication: { listen: `127.0.0.1:${r}` },
+      peer: {
+        name: id === "node-a" ? "node-b" : "node-a",
+        replicationAddress: `127.0.0.1:${pr}`,
+        guestAddress: `127.0.0.1:${pg}`,
       },
+      device: { seed: id === "node-a" ? 1 : 2, vramBytes: "1GiB" },
     });
-    nodes.push(standby);
-    const primary = await spawnVgpud({
-      dir,
-      name: "node-a",
-      config: {
-        ...common,
-        nodeId: "node-a",
-        role: "primary",
-        peer: {
-          name: "node-b",
-          replicationAddress: standby.replication,
-          guestAddress: standby.guest,
-        },
-        device: { seed: 1, vramBytes: "1GiB" },
-      },
-    });
-    nodes.push(primary);
+    configs.set("node-a", node("node-a", "primary", ga, ra, gb, rb));
+    configs.set("node-b", node("node-b", "standby", gb, rb, ga, ra));
+    const standby = await start("node-b");
+    const primary = await start("node-a");
     for (const [name, n, role] of [
       ["node-a", primary, "primary"],
       ["node-b", standby, "standby"],
     ] as const) {
-      console.log(`${name} (${role}) guest ${n.guest}  ops ${n.ops}/v1/status  log ${n.logFile}`);
+      console.log(
+        `${name} (${role}) pid ${n.pid}  guest ${n.guest}  ops ${n.ops}/v1/status  log ${n.logFile}`,
+      );
     }
     await waitStreaming(primary);
-    const session = await Session.open({ endpoint: primary.guest, ...TENANT });
+    const session = await Session.open({ endpoints: [primary.guest, standby.guest], ...TENANT });
     console.log(
       `\ndemo guest: session ${session.id} on node-a (epoch ${session.epoch}), mode sync`,
     );
@@ -83,11 +106,9 @@ async function main(): Promise<number> {
       await cleanup();
       return allOk ? 0 : 1;
     }
-    console.log("running a light load; Ctrl-C stops both nodes and the guest\n");
-    await keepRunning(session, [
-      ["node-a", primary],
-      ["node-b", standby],
-    ]);
+    console.log("running a light load; Ctrl-C stops both nodes and the guest");
+    console.log(`try failover: kill -9 ${primary.pid}   (node-a, the primary)\n`);
+    await keepRunning(session, nodes);
     await cleanup();
     return 0;
   } catch (e) {
@@ -117,8 +138,19 @@ async function verifyPair(primary: SpawnedNode) {
   })) as { equal: boolean; seq: number; primary: string; standby: string };
 }
 
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 /** Increments a counter buffer in a loop and prints each node's status until a signal. */
-async function keepRunning(session: Session, nodes: [string, SpawnedNode][]): Promise<void> {
+async function keepRunning(session: Session, nodes: Map<string, SpawnedNode>): Promise<void> {
   const ctx = await session.createContext();
   const bo = await session.allocBo(ctx, 4096);
   let stop = false;
@@ -137,11 +169,11 @@ async function keepRunning(session: Session, nodes: [string, SpawnedNode][]): Pr
       frames++;
       await new Promise((r) => setTimeout(r, 5));
     }
-  })().catch(() => undefined);
+  })().catch((e: Error) => console.log(`demo guest stopped: ${e.message}`));
   const timer = setInterval(async () => {
     const rate = (frames / 2).toFixed(0);
     frames = 0;
-    for (const [name, node] of nodes) {
+    for (const [name, node] of [...nodes].sort()) {
       try {
         const s = await getJson(`${node.ops}/v1/status`);
         const seq = s.seq as { last: number; applied: number; acknowledged: number };
@@ -149,7 +181,7 @@ async function keepRunning(session: Session, nodes: [string, SpawnedNode][]): Pr
         console.log(
           `${name}  role=${s.role} epoch=${s.epoch} state=${rep?.state ?? "-"} last=${seq.last} ` +
             `applied=${seq.applied} lag=${rep?.lag?.entries ?? 0}` +
-            (s.role === "primary" ? ` frames/s=${rate}` : ""),
+            (s.role === "primary" ? ` frames/s=${rate}${s.degraded ? " DEGRADED" : ""}` : ""),
         );
       } catch (e) {
         console.log(`${name}  unreachable: ${(e as Error).message}`);
