@@ -92,6 +92,11 @@ export const ConfigSchema = z
         /** Guests are held back while the standby lags by more than this (entries or bytes). */
         maxLagEntries: count(1, 10_000_000).default(200_000),
         maxLagBytes: bytes(1024 ** 2, 2 ** 40).default(512 * 1024 ** 2),
+        /**
+         * ...or by entries older than this. Heartbeats queue behind the backlog, so a lag near
+         * the lease would starve the primary's lease: the default is 40 % of lease.durationMs.
+         */
+        maxLagMs: ms(1, 600_000).optional(),
         /** Applied entries kept so a reconnecting standby resumes without a snapshot. */
         retainBytes: bytes(0, 2 ** 40).default(64 * 1024 ** 2),
         maxBatchEntries: count(1, 65536).default(1024),

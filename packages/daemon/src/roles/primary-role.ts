@@ -337,11 +337,16 @@ export class PrimaryRole implements Role {
       this.guests.setPaused(false);
       return;
     }
+    const snapshot = sender.state === "snapshot";
     const lag = this.log.lagAfter(
-      sender.state === "snapshot" ? (sender.snapshotProgress?.atSeq ?? 0) : sender.appliedSeq,
+      snapshot ? (sender.snapshotProgress?.atSeq ?? 0) : sender.appliedSeq,
       this.deps.clock.monotonicMs(),
     );
-    this.guests.setPaused(lag.entries > r.maxLagEntries || lag.bytes > r.maxLagBytes);
+    // The time bound keeps heartbeats (queued behind the backlog) inside the lease; during a
+    // snapshot the entries wait for its end anyway, so only size bounds apply then.
+    const maxLagMs = r.maxLagMs ?? this.deps.config.lease.durationMs * 0.4;
+    const tooOld = !snapshot && lag.seconds * 1000 > maxLagMs;
+    this.guests.setPaused(lag.entries > r.maxLagEntries || lag.bytes > r.maxLagBytes || tooOld);
   }
 
   private countMmio(): void {
