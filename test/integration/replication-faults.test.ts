@@ -3,6 +3,7 @@
 // snapshot; a stalled standby in async mode makes the primary hold guests back while its log
 // stays within the configured lag bound, and everything completes once the standby resumes;
 // garbage on the standby's replication port is refused without a crash.
+
 import { connect } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { Session } from "@vgpu-ha/client";
@@ -16,6 +17,7 @@ import {
   status,
   waitFor,
 } from "../support/ops-client.js";
+import { rawStream } from "../support/raw-grpc.js";
 import { GUESTS, LONG_LEASE, OPS_TOKEN, ReplicationPair } from "../support/replication-pair.js";
 
 const MiB = 1024 * 1024;
@@ -241,24 +243,7 @@ describe("garbage on the replication port", () => {
       socket.on("close", () => resolve());
     });
     // A gRPC stream whose message is not a valid PrimaryMessage.
-    const Raw = grpc.makeGenericClientConstructor(
-      {
-        stream: {
-          path: "/vgpu.v1.Replication/Stream",
-          requestStream: true,
-          responseStream: true,
-          requestSerialize: (b: Buffer) => b,
-          requestDeserialize: (b: Buffer) => b,
-          responseSerialize: (b: Buffer) => b,
-          responseDeserialize: (b: Buffer) => b,
-        },
-      },
-      "Raw",
-    );
-    const raw = new Raw(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-      stream(): grpc.ClientDuplexStream<Buffer, Buffer>;
-    };
-    const stream = raw.stream();
+    const { client: raw, stream } = rawStream(address, "/vgpu.v1.Replication/Stream");
     const ended = new Promise<grpc.StatusObject>((resolve) => stream.on("status", resolve));
     stream.on("error", () => undefined);
     stream.on("data", () => undefined);

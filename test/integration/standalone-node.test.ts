@@ -4,6 +4,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { buf, ErrorCode, f32, runDemo, Session, SessionClosedError, u32 } from "@vgpu-ha/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rawStream } from "../support/raw-grpc.js";
 import { startNode, TENANTS } from "../support/temp-node.js";
 
 const alpha = { tenant: TENANTS[0]!.name, token: TENANTS[0]!.token };
@@ -201,27 +202,7 @@ describe("standalone vgpud", () => {
   });
 
   it("survives malformed protobuf bytes on the guest stream", async () => {
-    const Raw = grpc.makeGenericClientConstructor(
-      {
-        session: {
-          path: "/vgpu.v1.Guest/Session",
-          requestStream: true,
-          responseStream: true,
-          requestSerialize: (b: Buffer) => b,
-          requestDeserialize: (b: Buffer) => b,
-          responseSerialize: (b: Buffer) => b,
-          responseDeserialize: (b: Buffer) => b,
-        },
-      },
-      "Raw",
-    );
-    const raw = new Raw(
-      started.node.guest,
-      grpc.credentials.createInsecure(),
-    ) as unknown as grpc.Client & {
-      session(): grpc.ClientDuplexStream<Buffer, Buffer>;
-    };
-    const stream = raw.session();
+    const { client: raw, stream } = rawStream(started.node.guest, "/vgpu.v1.Guest/Session");
     const status = new Promise<grpc.StatusObject>((resolve) => stream.on("status", resolve));
     stream.on("error", () => undefined);
     stream.on("data", () => undefined);

@@ -1,25 +1,13 @@
 // A pair whose nodes know each other's addresses (ports chosen up front), so either can be
 // primary, be killed, paused, restarted, and rejoin — what failover tests need.
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SpawnedNode } from "@vgpu-ha/daemon";
+import { freePort, type SpawnedNode } from "@vgpu-ha/daemon";
 import { spawnTracked } from "./temp-node.js";
 
 export const ADMIN = "failover-admin-token-0001";
 export const GUEST = { tenant: "tenant-f", token: "tenant-f-token-01" };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export type NodeName = "a" | "b";
 

@@ -1,3 +1,4 @@
 export { type NodeAddresses, splitHostPort, VgpuNode } from "./node.js";
 export { buildOpsApp, type OpsDeps, type Readiness } from "./ops/ops-app.js";
+export { freePort } from "./process/free-port.js";
 export { type SpawnedNode, spawnVgpud, VGPUD_BIN } from "./process/spawn-node.js";

@@ -11,7 +11,6 @@ export {
   Sequencer,
   type SequencerOptions,
 } from "./core/sequencer.js";
-export { type GuestServer, startGuestServer } from "./guest-server.js";
 export { GuestService, type GuestServiceDeps } from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { TenantAuth } from "./tenant-auth.js";

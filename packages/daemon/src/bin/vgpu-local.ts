@@ -6,11 +6,11 @@
 // everything.
 //   --once   run the demo and the check, stop both nodes and exit (0 when all checked out)
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { buf, runDemo, Session, u32 } from "@vgpu-ha/client";
+import { freePort } from "../process/free-port.js";
 import { type SpawnedNode, spawnVgpud } from "../process/spawn-node.js";
 
 const TENANT = { tenant: "demo", token: "demo-token" };
@@ -136,17 +136,6 @@ async function verifyPair(primary: SpawnedNode) {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   })) as { equal: boolean; seq: number; primary: string; standby: string };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Increments a counter buffer in a loop and prints each node's status until a signal. */
