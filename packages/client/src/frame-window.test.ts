@@ -57,4 +57,13 @@ describe("frame window", () => {
     w.failAll(new Error("gone"));
     await expect(p).rejects.toThrow("gone");
   });
+
+  it("stops a message at its byte budget, but always takes one frame", () => {
+    const w = new FrameWindow(0);
+    for (let i = 0; i < 5; i++) void w.push(fence);
+    const size = () => 40;
+    expect(w.takeUnsent(10, 100, size).map((f) => f.number)).toEqual([1, 2]);
+    expect(w.takeUnsent(10, 10, size).map((f) => f.number)).toEqual([3]);
+    expect(w.takeUnsent(10, 1000, size).map((f) => f.number)).toEqual([4, 5]);
+  });
 });

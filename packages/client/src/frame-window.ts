@@ -56,12 +56,25 @@ export class FrameWindow {
     if (last && this.size > 0) await last.done.catch(() => undefined);
   }
 
-  /** Up to `max` unsent frames, now counted as sent. */
-  takeUnsent(max: number): Frame[] {
+  /**
+   * Up to `max` unsent frames, now counted as sent; with a byte budget, stops before the frame
+   * that would exceed it (but always takes at least one).
+   */
+  takeUnsent(
+    max: number,
+    budgetBytes = Number.POSITIVE_INFINITY,
+    sizeOf: (body: Frame["body"]) => number = () => 0,
+  ): Frame[] {
     const end = Math.min(this.frames.length, this.firstUnsent + max);
     const out: Frame[] = [];
-    for (let i = this.firstUnsent; i < end; i++) out.push(this.frames[i]!.frame);
-    this.firstUnsent = end;
+    let bytes = 0;
+    for (let i = this.firstUnsent; i < end; i++) {
+      const frame = this.frames[i]!.frame;
+      bytes += sizeOf(frame.body);
+      if (out.length > 0 && bytes > budgetBytes) break;
+      out.push(frame);
+    }
+    this.firstUnsent += out.length;
     return out;
   }
 

@@ -171,7 +171,7 @@ export class Session {
       }
       attempt++;
       // Failover happens on the scale of a lease: retry often, with jitter.
-      const backoff = Math.min(this.options.retryMaxMs ?? 100, 10 * 2 ** Math.min(attempt, 5));
+      const backoff = Math.min(this.options.retryMaxMs ?? 100, 10 * 2 ** Math.min(attempt, 12));
       await new Promise((r) => setTimeout(r, backoff * (0.5 + Math.random() / 2)));
     }
     this.reconnecting = false;
@@ -252,10 +252,13 @@ export class Session {
   private send(): void {
     const conn = this.conn;
     if (conn === undefined) return;
+    const budget = (this.options.maxMessageBytes ?? 64 * 1024 * 1024) / 2;
     for (;;) {
       const room = Math.min(this.maxPerMessage, this.maxInFlight - this.window.inFlight);
       if (room <= 0) return;
-      const frames = this.window.takeUnsent(room);
+      // Several frames per message, but never more bytes than half the message limit (a
+      // resend after failover may find many large frames waiting).
+      const frames = this.window.takeUnsent(room, budget, frameBytes);
       if (frames.length === 0) return;
       conn.stream.write(
         create(wire.GuestMessageSchema, {
@@ -418,6 +421,13 @@ export class Session {
     await done;
     this.fail(new SessionClosedError(ErrorCode.OK, "session closed"));
   }
+}
+
+/** About the bytes a frame takes on the wire. */
+function frameBytes(body: Parameters<FrameWindow["push"]>[0]): number {
+  if (body.kind === "stores")
+    return 32 + body.batch.data.byteLength + 5 * body.batch.offsets.length;
+  return 64 + (body.call.op === "dmaWrite" ? body.call.data.byteLength : 0);
 }
 
 export const buf = (bo: number): KernelArg => ({ kind: "buffer", bo });

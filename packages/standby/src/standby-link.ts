@@ -4,6 +4,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import {
   decodePrimaryMessage,
+  ErrorCode,
   encodeStandbyMessage,
   grpcLink,
   type Link,
@@ -59,7 +60,16 @@ export class StandbyLink {
           message.clusterId === receiver.options.clusterId &&
           message.epoch >= receiver.epoch;
         if (!valid) {
-          for (const out of receiver.step(message)) link.send(out); // says why (stale epoch…)
+          // Say why without letting the stranger's message change our state.
+          link.send({
+            kind: "error",
+            epoch: receiver.epoch,
+            code:
+              message.kind !== "hello" || message.epoch < receiver.epoch
+                ? ErrorCode.STALE_EPOCH
+                : ErrorCode.UNAUTHENTICATED,
+            message: "a primary stream must start with a valid hello of this cluster",
+          });
           link.close("no valid hello");
           return;
         }

@@ -109,19 +109,20 @@ export class Receiver {
         },
       ];
     }
+    // Another cluster's node is refused before anything of it (its epoch) is taken.
+    if (message.kind === "hello" && message.clusterId !== this.options.clusterId) {
+      return [
+        {
+          kind: "error",
+          epoch: this.epoch,
+          code: ErrorCode.UNAUTHENTICATED,
+          message: `cluster ${message.clusterId} is not ${this.options.clusterId}`,
+        },
+      ];
+    }
     this.epoch = message.epoch;
     switch (message.kind) {
       case "hello":
-        if (message.clusterId !== this.options.clusterId) {
-          return [
-            {
-              kind: "error",
-              epoch: this.epoch,
-              code: ErrorCode.UNAUTHENTICATED,
-              message: `cluster ${message.clusterId} is not ${this.options.clusterId}`,
-            },
-          ];
-        }
         return [this.hello()]; // the primary repeats its hello until it hears ours
       case "heartbeat":
         this.lastHeartbeatUs = message.sentUs;
