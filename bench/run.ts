@@ -1,5 +1,6 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|all`. Each prints a table
-// and writes bench/results/<name>.json.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|all`.
+// Each prints a table and writes bench/results/<name>.json.
+import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
 import { runReplication } from "./replication.js";
@@ -8,6 +9,7 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["gpu-model", runGpuModel],
   ["guest", runGuest],
   ["replication", runReplication],
+  ["failover", runFailover],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;

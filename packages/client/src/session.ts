@@ -158,7 +158,7 @@ export class Session {
           endpoint,
           { tenant: this.options.tenant, token: this.options.token, resumeSessionId: this.id },
           this.options.maxMessageBytes ?? 64 * 1024 * 1024,
-          this.options.connectTimeoutMs ?? 2000,
+          this.options.connectTimeoutMs ?? 1000,
           this.options.keepaliveMs,
         );
         if (this.resume(conn)) return;

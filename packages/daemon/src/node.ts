@@ -137,6 +137,9 @@ export class VgpuNode implements Supervisor {
       );
     }
     const initial = await this.decideRole();
+    // A stream that reached the placeholder while we probed must not stay attached to it: the
+    // primary redials and meets the real role.
+    await this.role.stop("role decided");
     this.become(initial, initial === "primary" ? "cold_start" : "start");
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await this.ops.listen({ host: opsHost, port: opsPort });

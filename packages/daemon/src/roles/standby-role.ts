@@ -43,9 +43,13 @@ export class StandbyRole implements Role {
       },
     });
     // Point guests at the primary only while it is known to be alive.
-    this.refusal = refuseGuests(() =>
-      this.link.connected ? (config.peer.guestAddress ?? "") : "",
-    );
+    // ...and heard from within the lease: a frozen primary keeps its connection open but is
+    // silent, and a guest sent there would wait out its connect timeout.
+    this.refusal = refuseGuests(() => {
+      const last = this.link.lastMessageMs;
+      const fresh = last !== undefined && clock.monotonicMs() - last < config.lease.durationMs;
+      return this.link.connected && fresh ? (config.peer.guestAddress ?? "") : "";
+    });
   }
 
   start(): void {
