@@ -143,7 +143,9 @@ class FailoverPair {
 
   /** Both guest endpoints. */
   get endpoints(): string[] {
-    return (["a", "b"] as const).map((n) => (this.configs.get(n)!.guest as { listen: string }).listen);
+    return (["a", "b"] as const).map(
+      (n) => (this.configs.get(n)!.guest as { listen: string }).listen,
+    );
   }
 
   node(name: NodeName): SpawnedNode {
@@ -176,7 +178,9 @@ class FailoverPair {
       const s = await this.status(this.primary);
       if (s.role !== "primary" || s.replication?.state !== "streaming") return false;
       const b = await this.status(standby);
-      return b.role === "standby" && (b.replication as { eligible?: boolean } | null)?.eligible === true;
+      return (
+        b.role === "standby" && (b.replication as { eligible?: boolean } | null)?.eligible === true
+      );
     });
   }
 
@@ -287,7 +291,12 @@ class CountingGuest {
   }
 
   /** The counter read back against the acknowledged increments. */
-  async check(): Promise<{ acknowledged: number; applied: number; lost: number; duplicates: number }> {
+  async check(): Promise<{
+    acknowledged: number;
+    applied: number;
+    lost: number;
+    duplicates: number;
+  }> {
     const bytes = await this.session.dmaRead(this.ctx, this.counter, 0, 4);
     const applied = new Uint32Array(bytes.slice().buffer)[0]!;
     return {
@@ -301,7 +310,13 @@ class CountingGuest {
 
 function describeGuest(g: CountingGuest) {
   const s = g.session;
-  return { nodeId: s.nodeId, epoch: s.epoch, resumes: s.resumes, acked: g.acked, error: g.error?.message };
+  return {
+    nodeId: s.nodeId,
+    epoch: s.epoch,
+    resumes: s.resumes,
+    acked: g.acked,
+    error: g.error?.message,
+  };
 }
 
 function failed(guests: readonly CountingGuest[]): void {
@@ -317,7 +332,9 @@ async function settle(pair: FailoverPair, guests: readonly CountingGuest[]): Pro
     failed(guests);
     return (
       performance.now() - start >= SETTLE_MS &&
-      guests.every((g, i) => g.session.nodeId === pair.primary && g.acked >= before[i]! + SETTLE_ACKS)
+      guests.every(
+        (g, i) => g.session.nodeId === pair.primary && g.acked >= before[i]! + SETTLE_ACKS,
+      )
     );
   });
 }
@@ -351,15 +368,19 @@ async function movedAway(
   const moved = guests.map((g) => g.firstAckAwayFrom(from));
   const t0 = performance.now();
   signal();
-  const times = await withTimeout(`guests acknowledged by ${other(from)}`, Promise.all(moved)).catch(
-    (e: Error) => {
-      throw new Error(`${e.message}; guests: ${JSON.stringify(guests.map(describeGuest))}`);
-    },
-  );
+  const times = await withTimeout(
+    `guests acknowledged by ${other(from)}`,
+    Promise.all(moved),
+  ).catch((e: Error) => {
+    throw new Error(`${e.message}; guests: ${JSON.stringify(guests.map(describeGuest))}`);
+  });
   return { t0, firstMs: Math.min(...times) - t0, allGuestsMs: Math.max(...times) - t0 };
 }
 
-async function killRound(pair: FailoverPair, guests: readonly CountingGuest[]): Promise<FailoverSample> {
+async function killRound(
+  pair: FailoverPair,
+  guests: readonly CountingGuest[],
+): Promise<FailoverSample> {
   await settle(pair, guests);
   const from = pair.primary;
   const victim = pair.node(from);
@@ -371,7 +392,10 @@ async function killRound(pair: FailoverPair, guests: readonly CountingGuest[]): 
   return { firstMs: m.firstMs, allGuestsMs: m.allGuestsMs, rejoinedMs: performance.now() - m.t0 };
 }
 
-async function pauseRound(pair: FailoverPair, guests: readonly CountingGuest[]): Promise<FailoverSample> {
+async function pauseRound(
+  pair: FailoverPair,
+  guests: readonly CountingGuest[],
+): Promise<FailoverSample> {
   await settle(pair, guests);
   const from = pair.primary;
   const victim = pair.node(from);
@@ -436,13 +460,17 @@ interface SettingResult {
   readonly seconds: number;
 }
 
-async function runSetting(setting: LeaseSetting, deadlineMs: number | undefined): Promise<SettingResult> {
+async function runSetting(
+  setting: LeaseSetting,
+  deadlineMs: number | undefined,
+): Promise<SettingResult> {
   const started = performance.now();
   console.log(`  ${setting.name}: ${setting.describe}`);
   const pair = await FailoverPair.create(setting);
   const guests: CountingGuest[] = [];
   try {
-    for (let i = 0; i < PIPELINED_GUESTS; i++) guests.push(await CountingGuest.open(pair.endpoints, PIPELINE_WINDOW));
+    for (let i = 0; i < PIPELINED_GUESTS; i++)
+      guests.push(await CountingGuest.open(pair.endpoints, PIPELINE_WINDOW));
     const sequential = await CountingGuest.open(pair.endpoints, 1);
     guests.push(sequential);
     for (const g of guests) g.start();
@@ -469,16 +497,24 @@ async function runSetting(setting: LeaseSetting, deadlineMs: number | undefined)
       console.log(
         `    round ${round + 1}: kill ${kill.at(-1)!.firstMs.toFixed(0)} ms, pause ${pause.at(-1)!.firstMs.toFixed(0)} ms, switchover gap ${switchover.at(-1)!.pauseMs.toFixed(1)} ms (${((now - roundStart) / 1000).toFixed(1)} s)`,
       );
-      if (deadlineMs !== undefined && round + 1 < ROUNDS && now + 1.3 * (now - roundStart) > deadlineMs) {
+      if (
+        deadlineMs !== undefined &&
+        round + 1 < ROUNDS &&
+        now + 1.3 * (now - roundStart) > deadlineMs
+      ) {
         stoppedEarly = true;
         break;
       }
     }
-    const checks: (Awaited<ReturnType<CountingGuest["check"]>> & { window: number; resumes: number })[] = [];
+    const checks: (Awaited<ReturnType<CountingGuest["check"]>> & {
+      window: number;
+      resumes: number;
+    })[] = [];
     if (failure === undefined) {
       await Promise.all(guests.map((g) => g.stop()));
       failed(guests);
-      for (const g of guests) checks.push({ ...(await g.check()), window: g.window, resumes: g.session.resumes });
+      for (const g of guests)
+        checks.push({ ...(await g.check()), window: g.window, resumes: g.session.resumes });
     }
     // A failed round leaves the counters unchecked (a guest may be stuck): NaN, not 0.
     const sum = (f: (c: (typeof checks)[number]) => number) =>
@@ -488,7 +524,12 @@ async function runSetting(setting: LeaseSetting, deadlineMs: number | undefined)
       kill,
       pause,
       switchover,
-      guests: checks.map(({ window, acknowledged, applied, resumes }) => ({ window, acknowledged, applied, resumes })),
+      guests: checks.map(({ window, acknowledged, applied, resumes }) => ({
+        window,
+        acknowledged,
+        applied,
+        resumes,
+      })),
       lostAcked: sum((c) => c.lost),
       duplicates: sum((c) => c.duplicates),
       stoppedEarly,
@@ -528,7 +569,11 @@ function settingMetrics(r: SettingResult): Metric[] {
     ms("pause_failover_ms_p99", percentile(pause, 99)),
     ms("pause_failover_ms_max", Math.max(...pause)),
     ms("switchover_pause_ms_p50", percentile(gap, 50)),
-    ms("switchover_pause_ms_p99", percentile(gap, 99), t ? atMost(100, "issue, defaults") : undefined),
+    ms(
+      "switchover_pause_ms_p99",
+      percentile(gap, 99),
+      t ? atMost(100, "issue, defaults") : undefined,
+    ),
     ms("switchover_pause_ms_max", Math.max(...gap)),
     { name: `${p}_rounds`, value: r.kill.length, unit: "rounds" },
     { name: `${p}_lost_acked`, value: r.lostAcked, unit: "calls", target: zero },
