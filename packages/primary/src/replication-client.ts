@@ -135,6 +135,12 @@ export class ReplicationClient {
     c.bytes.inc(entryBytes(body));
   }
 
+  /** Sends what the Sender wants to send now even if the stream reported a full buffer. */
+  pumpNow(): void {
+    this.blocked = false;
+    this.pump();
+  }
+
   /** Sends what the Sender wants to send now, unless the stream's buffer is full. */
   pump(): void {
     const { sender, log, clock } = this.deps;

@@ -57,6 +57,8 @@ export type StandbyMessage =
       readonly snapshotChunk: number;
       readonly heartbeatSentUs: number;
       readonly checkpoints: readonly CheckpointResult[];
+      /** The standby accepted a handover and is taking over. */
+      readonly handoverAccepted?: boolean;
     }
   | {
       readonly kind: "resync";

@@ -522,6 +522,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
           snapshotChunk: m.snapshotChunk,
           heartbeatSentUs: BigInt(m.heartbeatSentUs),
           checkpoints: m.checkpoints.map(encodeCheckpointResult),
+          handoverAccepted: m.handoverAccepted ?? false,
         }),
       };
     case "resync":
@@ -580,6 +581,7 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         snapshotChunk: k.value.snapshotChunk,
         heartbeatSentUs: toSafe(k.value.heartbeatSentUs, "heartbeat send time"),
         checkpoints: k.value.checkpoints.map((c) => decodeCheckpointResult(c)),
+        ...(k.value.handoverAccepted ? { handoverAccepted: true } : {}),
       };
     case "resync":
       return {

@@ -47,6 +47,7 @@ export type SenderEvent =
   | { readonly kind: "resync"; readonly reason: string; readonly detail: string }
   | { readonly kind: "refused"; readonly code: ErrorCode; readonly message: string }
   | { readonly kind: "higherEpoch"; readonly epoch: number }
+  | { readonly kind: "handoverAccepted" }
   | {
       readonly kind: "checkpoint";
       readonly requestId: number;
@@ -208,6 +209,7 @@ export class Sender {
 
   private onAck(ack: Extract<StandbyMessage, { kind: "ack" }>, nowMs: number): void {
     if (ack.heartbeatSentUs > this.ackedHeartbeatUs) this.ackedHeartbeatUs = ack.heartbeatSentUs;
+    if (ack.handoverAccepted) this.events.push({ kind: "handoverAccepted" });
     for (const c of ack.checkpoints) this.events.push({ kind: "checkpoint", ...c });
     const s = this.snapshot;
     if (this.state === "snapshot" && s) {

@@ -149,7 +149,7 @@ export class Receiver {
     const mine = computeDigest(this.backend!).state;
     if (mine !== digest) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
     this.events.push({ kind: "handover", seq: lastSeq, detail: "digests equal" });
-    return [this.ack()];
+    return [{ ...this.ack(), handoverAccepted: true }];
   }
 
   /** Takes an existing state as the replica (a primary that handed over keeps its state). */
@@ -255,7 +255,7 @@ export class Receiver {
     return [this.ack()];
   }
 
-  ack(): StandbyMessage {
+  ack(): Extract<StandbyMessage, { kind: "ack" }> {
     const checkpoints = this.checkpoints;
     this.checkpoints = [];
     const sink = this.sink;

@@ -1,0 +1,76 @@
+// The compact status table of `vgpuctl status` and `watch`: one row a node, pure strings.
+import type { NodeStatus, NodeView } from "./ops-client.js";
+
+const HEADER = [
+  "NODE",
+  "URL",
+  "ROLE",
+  "EPOCH",
+  "LEASE/STATE",
+  "SEQ LAST/APPLIED",
+  "LAG",
+  "SESSIONS",
+  "VRAM USED/TOTAL",
+  "READY",
+] as const;
+
+const MIB = 1024 * 1024;
+
+/** A duration the node reports with sub-millisecond noise, as whole milliseconds. */
+export const roundMs = (ms: unknown): string =>
+  typeof ms === "number" ? String(Math.round(ms)) : "?";
+
+export function formatMib(usedBytes: number, totalBytes: number): string {
+  const used = usedBytes / MIB;
+  return `${used < 10 ? used.toFixed(1) : Math.round(used)}/${Math.round(totalBytes / MIB)} MiB`;
+}
+
+/** Primary: "<lease>/<replication>"; standby: its replica state and whether it may promote. */
+export function stateOf(s: NodeStatus): string {
+  const repl = s.replication?.state ?? "-";
+  if (s.role === "primary") {
+    const lease = s.lease?.state ?? "no-lease";
+    return `${lease}/${repl}${s.degraded ? " degraded" : ""}`;
+  }
+  if (s.replication?.eligible === false) return `${repl} (ineligible)`;
+  return repl;
+}
+
+function row(v: NodeView): string[] {
+  const url = v.url.replace(/^https?:\/\//, "");
+  if ("problem" in v) return ["?", url, v.problem];
+  const s = v.status;
+  return [
+    s.nodeId,
+    url,
+    s.role,
+    String(s.epoch),
+    stateOf(s),
+    `${s.seq.last}/${s.seq.applied}`,
+    String(s.replication?.lag.entries ?? "-"),
+    String(s.sessions),
+    formatMib(s.vram.usedBytes, s.vram.totalBytes),
+    v.ready.ready ? "yes" : `no: ${v.ready.reason}`,
+  ];
+}
+
+/** Columns are padded to their widest cell; a failed row's problem runs to the end. */
+export function renderTable(views: readonly NodeView[]): string {
+  const rows = [[...HEADER], ...views.map(row)];
+  // a short row's last cell spans the columns after it, so it does not widen its own
+  const widths = HEADER.map((_, i) =>
+    Math.max(
+      ...rows
+        .filter((r) => i < r.length - 1 || r.length === HEADER.length)
+        .map((r) => r[i]!.length),
+    ),
+  );
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// vgpuctl: operate a vgpud primary/standby pair through the nodes' ops HTTP API. Argument
+// parsing is commander's; every failure ends with one of the exit codes in exit-codes.ts.
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import * as commands from "./commands.js";
+import { CliError, EXIT_CODES_HELP, ExitCode } from "./exit-codes.js";
+import { OpsClient } from "./ops-client.js";
+
+const DEFAULT_NODE = "http://127.0.0.1:9400";
+const DEFAULT_TIMEOUT_MS = 5_000;
+const ACTION_TIMEOUT_MIN_MS = 30_000;
+
+interface GlobalOptions {
+  node?: string[];
+  token?: string;
+  json?: boolean;
+  timeout: number;
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError("expected milliseconds > 0");
+  return n;
+}
+
+/** `--node` repeats (and takes comma lists); not variadic, so `--node URL status` parses. */
+const collect = (value: string, previous: string[] | undefined) => [
+  ...(previous ?? []),
+  ...splitList(value),
+];
+const splitList = (s: string) =>
+  s
+    .split(",")
+    .map((x) => x.trim())
+    .filter((x) => x !== "");
+
+function checkUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CliError(ExitCode.usage, `--node ${url}: not a URL (like ${DEFAULT_NODE})`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new CliError(ExitCode.usage, `--node ${url}: expected http:// or https://`);
+  }
+  return url;
+}
+
+function contextOf(program: Command): commands.Context {
+  const o = program.opts<GlobalOptions>();
+  const urls = o.node ?? splitList(process.env.VGPU_NODES ?? "");
+  const token = o.token ?? process.env.VGPU_TOKEN;
+  const clients = (urls.length > 0 ? urls : [DEFAULT_NODE])
+    .map(checkUrl)
+    .map((u) => new OpsClient(u, { token, timeoutMs: o.timeout }));
+  return {
+    clients,
+    json: o.json === true,
+    actionTimeoutMs: Math.max(o.timeout, ACTION_TIMEOUT_MIN_MS),
+    out: (text) => process.stdout.write(`${text}\n`),
+  };
+}
+
+function build(finish: (code: ExitCode) => void): Command {
+  const program = new Command();
+  program
+    .name("vgpuctl")
+    .description("Operate a vgpud primary/standby pair through the nodes' ops HTTP API.")
+    .option(
+      "--node <url>",
+      `ops URL of a node; repeat for each (default: $VGPU_NODES, else ${DEFAULT_NODE})`,
+      collect,
+    )
+    .option("--token <token>", "admin token for promote/demote/switchover/verify ($VGPU_TOKEN)")
+    .option("--json", "print JSON instead of text")
+    .option("--timeout <ms>", "request timeout in ms", positiveInt, DEFAULT_TIMEOUT_MS)
+    .addHelpText("after", EXIT_CODES_HELP)
+    .exitOverride()
+    .showSuggestionAfterError();
+
+  const run = (action: (ctx: commands.Context) => Promise<ExitCode>) => async () =>
+    finish(await action(contextOf(program)));
+
+  program
+    .command("status")
+    .description("both nodes in a compact table (exit 3 if any is unreachable)")
+    .action(run(commands.status));
+  program
+    .command("watch")
+    .description("redraw the status table until Ctrl-C")
+    .option("--interval <ms>", "refresh interval in ms", positiveInt, 1000)
+    .action(async (opts: { interval: number }) => {
+      process.on("SIGINT", () => finish(ExitCode.ok));
+      await commands.watch(contextOf(program), opts.interval);
+    });
+  program
+    .command("promote")
+    .description("promote the standby (refused while a primary holds its lease)")
+    .option("--force", "promote even if the standby is not an eligible replica")
+    .action((opts: { force?: boolean }) =>
+      run((ctx) => commands.promote(ctx, opts.force === true))(),
+    );
+  program
+    .command("demote")
+    .description("hand over and step the primary down")
+    .option("--force", "step down even when the handover fails")
+    .action((opts: { force?: boolean }) =>
+      run((ctx) => commands.demote(ctx, opts.force === true))(),
+    );
+  program
+    .command("switchover")
+    .description("planned switchover to the standby, showing progress until done")
+    .action(run(commands.switchover));
+  program
+    .command("verify")
+    .description("compare both replicas' digests at one seq (exit 1 if they differ)")
+    .action(run(commands.verify));
+  return program;
+}
+
+/** Exits once stdout has flushed (process.exit alone can cut a piped output short). */
+function finish(code: ExitCode): void {
+  process.stdout.write("", () => process.exit(code));
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  try {
+    await build(finish).parseAsync([...argv]);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // commander already printed the message or the help
+      return finish(e.exitCode === 0 ? ExitCode.ok : ExitCode.usage);
+    }
+    if (e instanceof CliError) {
+      process.stderr.write(`vgpuctl: ${e.message}\n`);
+      return finish(e.exitCode);
+    }
+    process.stderr.write(`vgpuctl: ${e instanceof Error ? e.message : String(e)}\n`);
+    finish(ExitCode.failure);
+  }
+}
+
+await main(process.argv);
