@@ -24,12 +24,20 @@ async function main(): Promise<number> {
   let stopping = false;
   let generation = 0;
   /** Starts a node; if it dies while we run, starts it again a second later (like systemd). */
+  const starting = new Set<Promise<SpawnedNode>>();
   const start = async (name: string): Promise<SpawnedNode> => {
-    const n = await spawnVgpud({
+    const spawning = spawnVgpud({
       dir,
       name: `${name}.${generation++}`,
       config: configs.get(name)!,
     });
+    starting.add(spawning);
+    const n = await spawning.finally(() => starting.delete(spawning));
+    if (stopping) {
+      // Ctrl-C came while this (re)start was under way: do not leave it running.
+      await n.stop();
+      return n;
+    }
     nodes.set(name, n);
     void n.exited.then((code) => {
       if (stopping || nodes.get(name) !== n) return;
@@ -46,6 +54,7 @@ async function main(): Promise<number> {
   };
   const cleanup = async () => {
     stopping = true;
+    await Promise.allSettled([...starting]);
     await Promise.all([...nodes.values()].map((n) => n.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
