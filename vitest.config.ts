@@ -15,6 +15,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
+          setupFiles: ["test/setup/fast-check.ts"],
           exclude: ["**/node_modules/**", "**/dist/**", "test/integration/**"],
         },
       },

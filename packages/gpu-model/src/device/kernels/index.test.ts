@@ -68,7 +68,7 @@ describe("KERNELS", () => {
             const verdict = kernel.validate(frozen);
             const work = kernel.work(frozen);
             expect(pool.every((buffer, i) => sameBytes(buffer.memory, memories[i]!))).toBe(true);
-            expect(frozen.every((arg, i) => arg === args[i])).toBe(true);
+            expect(frozen.every((arg, i) => Object.is(arg, args[i]))).toBe(true);
             expect(verdict === null || verdict.reason === "args").toBe(true);
             expect(work >= 0 && Number.isFinite(work)).toBe(true);
             if (verdict !== null || work > WORK_LIMIT) return;
@@ -76,6 +76,11 @@ describe("KERNELS", () => {
             for (const buffer of pool) expect(guardsIntact(buffer)).toBe(true);
           },
         ),
+        // A NaN scalar argument once tripped an === comparison in this test.
+        {
+          examples:
+            kernel.name === "saxpy_f32" ? [[[], 1, [{ pool: 0 }, { pool: 0 }, 0, Number.NaN]]] : [],
+        },
       );
     });
   }
