@@ -1,7 +1,6 @@
 // The node set-ups the replication benchmark measures side by side: a standalone node, and a
 // primary/standby pair (standby started first, then the primary dialling it directly or
 // through a counting proxy, then wait until the primary streams).
-import net from "node:net";
 import { type CountingProxy, startCountingProxy } from "./counting-proxy.js";
 import { BENCH_TENANT } from "./guest-workload.js";
 import { tallyLeaseEvents } from "./lease-events.js";
@@ -141,14 +140,4 @@ function leaseConfig(lease: LeaseTerms | undefined): { lease?: LeaseTerms } {
   return terms === undefined ? {} : { lease: terms };
 }
 
-/** A loopback port free now (for a standby the primary must know before it starts). */
-export function reservePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort as reservePort } from "@vgpu-ha/daemon";

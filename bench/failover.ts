@@ -19,8 +19,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { buf, Session, u32 } from "@vgpu-ha/client";
-import { type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
-import { reservePort } from "./cluster.js";
+import { pairConfigs, type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
 import { BENCH_TENANT } from "./guest-workload.js";
 import type { NodeStatus } from "./ops-client.js";
 import { type Metric, publish, type Target } from "./report.js";
@@ -109,27 +108,22 @@ class FailoverPair {
   static async create(setting: LeaseSetting): Promise<FailoverPair> {
     const pair = new FailoverPair();
     process.on("exit", pair.killAtExit);
-    const [ga, ra, gb, rb] = await Promise.all([1, 2, 3, 4].map(() => reservePort()));
-    const config = (id: NodeName, role: string, ports: number[], seed: number) => ({
-      nodeId: id,
+    const [a, b] = await pairConfigs({
+      names: ["a", "b"],
+      dir: pair.dir,
       clusterId: "bench-failover",
-      role,
-      stateDir: path.join(pair.dir, `${id}-state`),
-      guest: { listen: `127.0.0.1:${ports[0]}` },
-      replication: { listen: `127.0.0.1:${ports[1]}`, mode: "sync" },
-      ops: { listen: "127.0.0.1:0", token: ADMIN_TOKEN },
-      peer: {
-        name: other(id),
-        guestAddress: `127.0.0.1:${ports[2]}`,
-        replicationAddress: `127.0.0.1:${ports[3]}`,
+      seeds: [11, 22],
+      common: {
+        replication: { mode: "sync" },
+        ops: { token: ADMIN_TOKEN },
+        ...(setting.lease === undefined ? {} : { lease: setting.lease }),
+        device: { vramBytes: "256MiB" },
+        tenants: [{ ...BENCH_TENANT, vramQuotaBytes: "128MiB" }],
+        log: { level: "info" },
       },
-      ...(setting.lease === undefined ? {} : { lease: setting.lease }),
-      device: { seed, vramBytes: "256MiB" },
-      tenants: [{ ...BENCH_TENANT, vramQuotaBytes: "128MiB" }],
-      log: { level: "info" },
     });
-    pair.configs.set("a", config("a", "primary", [ga!, ra!, gb!, rb!], 11));
-    pair.configs.set("b", config("b", "standby", [gb!, rb!, ga!, ra!], 22));
+    pair.configs.set("a", a);
+    pair.configs.set("b", b);
     try {
       await pair.start("b");
       await pair.start("a");

@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, type SpawnedNode } from "@vgpu-ha/daemon";
+import { pairConfigs, type SpawnedNode } from "@vgpu-ha/daemon";
 import { spawnTracked } from "./temp-node.js";
 
 export const ADMIN = "failover-admin-token-0001";
@@ -19,35 +19,21 @@ export class FailoverPair {
 
   static async create(extra: Record<string, unknown> = {}): Promise<FailoverPair> {
     const pair = new FailoverPair();
-    const [ga, ra, gb, rb] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-    const node = (
-      id: NodeName,
-      role: string,
-      g: number,
-      r: number,
-      pg: number,
-      pr: number,
-      seed: number,
-    ) => ({
-      nodeId: id,
+    const [a, b] = await pairConfigs({
+      names: ["a", "b"],
+      dir: pair.dir,
       clusterId: "failover-test",
-      role,
-      stateDir: join(pair.dir, `${id}-state`),
-      guest: { listen: `127.0.0.1:${g}` },
-      replication: { listen: `127.0.0.1:${r}` },
-      ops: { listen: "127.0.0.1:0", token: ADMIN },
-      peer: {
-        name: id === "a" ? "b" : "a",
-        replicationAddress: `127.0.0.1:${pr}`,
-        guestAddress: `127.0.0.1:${pg}`,
+      seeds: [11, 22],
+      common: {
+        ops: { token: ADMIN },
+        device: { vramBytes: "256MiB" },
+        tenants: [{ name: GUEST.tenant, token: GUEST.token, vramQuotaBytes: "128MiB" }],
+        log: { level: "info" },
+        ...extra,
       },
-      device: { seed, vramBytes: "256MiB" },
-      tenants: [{ name: GUEST.tenant, token: GUEST.token, vramQuotaBytes: "128MiB" }],
-      log: { level: "info" },
-      ...extra,
     });
-    pair.configs.set("a", node("a", "primary", ga, ra, gb, rb, 11));
-    pair.configs.set("b", node("b", "standby", gb, rb, ga, ra, 22));
+    pair.configs.set("a", a);
+    pair.configs.set("b", b);
     await pair.start("b");
     await pair.start("a");
     return pair;

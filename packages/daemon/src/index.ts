@@ -1,4 +1,5 @@
 export { type NodeAddresses, splitHostPort, VgpuNode } from "./node.js";
 export { buildOpsApp, type OpsDeps, type Readiness } from "./ops/ops-app.js";
 export { freePort } from "./process/free-port.js";
+export { pairConfigs } from "./process/pair-config.js";
 export { type SpawnedNode, spawnVgpud, VGPUD_BIN } from "./process/spawn-node.js";

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { buf, runDemo, Session, u32 } from "@vgpu-ha/client";
-import { freePort } from "../process/free-port.js";
+import { pairConfigs } from "../process/pair-config.js";
 import { type SpawnedNode, spawnVgpud } from "../process/spawn-node.js";
 
 const TENANT = { tenant: "demo", token: "demo-token" };
@@ -59,33 +59,18 @@ async function main(): Promise<number> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const [ga, ra, gb, rb] = (await Promise.all([0, 1, 2, 3].map(() => freePort()))) as [
-      number,
-      number,
-      number,
-      number,
-    ];
-    const common = {
+    const [a, b] = await pairConfigs({
+      names: ["node-a", "node-b"],
+      dir,
       clusterId: "vgpu-local",
-      ops: { listen: "127.0.0.1:0", token: ADMIN_TOKEN },
-      tenants: [{ name: TENANT.tenant, token: TENANT.token, vramQuotaBytes: "512MiB" }],
-    };
-    const node = (id: string, role: string, g: number, r: number, pg: number, pr: number) => ({
-      ...common,
-      nodeId: id,
-      role,
-      stateDir: join(dir, `${id}-state`),
-      guest: { listen: `127.0.0.1:${g}` },
-      replication: { listen: `127.0.0.1:${r}` },
-      peer: {
-        name: id === "node-a" ? "node-b" : "node-a",
-        replicationAddress: `127.0.0.1:${pr}`,
-        guestAddress: `127.0.0.1:${pg}`,
+      common: {
+        ops: { token: ADMIN_TOKEN },
+        device: { vramBytes: "1GiB" },
+        tenants: [{ name: TENANT.tenant, token: TENANT.token, vramQuotaBytes: "512MiB" }],
       },
-      device: { seed: id === "node-a" ? 1 : 2, vramBytes: "1GiB" },
     });
-    configs.set("node-a", node("node-a", "primary", ga, ra, gb, rb));
-    configs.set("node-b", node("node-b", "standby", gb, rb, ga, ra));
+    configs.set("node-a", a);
+    configs.set("node-b", b);
     const standby = await start("node-b");
     const primary = await start("node-a");
     for (const [name, n, role] of [
