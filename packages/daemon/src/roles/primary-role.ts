@@ -221,8 +221,12 @@ export class PrimaryRole implements Role {
     if (this.lease === "degraded") return undefined;
     if (this.lease !== "leased" || this.deps.clock.monotonicMs() >= this.leaseEndMs()) return -1;
     if (this.deps.config.replication.mode === "async") return undefined;
-    // A standby still catching up cannot take over: nothing to wait for.
-    return sender.inSync ? sender.appliedSeq : undefined;
+    if (sender.inSync) return sender.appliedSeq;
+    // A standby catching up by snapshot is not eligible to take over: nothing to wait for.
+    if (sender.state === "snapshot") return undefined;
+    // The link is down (or re-handshaking) but the standby may still be an eligible replica
+    // that takes over when our lease ends: only what it confirmed may be acknowledged.
+    return this.confirmedSeq;
   }
 
   /**
