@@ -134,6 +134,9 @@ describe("failover", () => {
       async () => (await status(pair!.node("a"))).degraded === false,
       { timeoutMs: 20_000 },
     );
+    // The lease returns as soon as the restarted standby acknowledges heartbeats, which it does
+    // while its snapshot is still arriving; verify needs it streaming.
+    await streaming(pair, "a");
     await stopAndCheck(gs);
     expect((await status(pair.node("a"))).role).toBe("primary");
     expect((await verify(pair.node("a"), ADMIN)).equal).toBe(true);

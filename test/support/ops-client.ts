@@ -59,12 +59,26 @@ async function post(node: OpsNode, path: string, token: string): Promise<Respons
   });
 }
 
-/** POST /v1/verify on the primary; throws unless the node answers 200. */
+/**
+ * POST /v1/verify on the primary; throws unless the node answers 200. While the primary says
+ * it has no standby in sync (a standby that just installed its snapshot is a moment ahead of
+ * the primary's view), it asks again, for up to 10 s.
+ */
 export async function verify(primary: OpsNode, token: string): Promise<VerifyAnswer> {
-  const res = await post(primary, "/v1/verify", token);
-  const body = await res.text();
-  if (res.status !== 200) throw new Error(`verify: ${res.status} ${body}`);
-  return JSON.parse(body) as VerifyAnswer;
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const res = await post(primary, "/v1/verify", token);
+    const body = await res.text();
+    if (res.status === 200) return JSON.parse(body) as VerifyAnswer;
+    if (
+      res.status !== 409 ||
+      !body.includes("no standby in sync") ||
+      performance.now() > deadline
+    ) {
+      throw new Error(`verify: ${res.status} ${body}`);
+    }
+    await sleep(50);
+  }
 }
 
 /** POST /v1/test/corrupt on the standby: which buffer byte it flipped. */
