@@ -1,0 +1,96 @@
+// A real single-member etcd on loopback ports with a temporary data dir, for tests and the
+// chaos harness. stop() kills it and removes the dir; an exit guard kills it if the run ends
+// without stopping it.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "@vgpu-ha/daemon";
+
+export interface EtcdServer {
+  /** Client URL, e.g. http://127.0.0.1:23791 */
+  readonly endpoint: string;
+  readonly process: ChildProcess;
+  /** SIGSTOP / SIGCONT the server (etcd unreachable but its lease clock keeps running). */
+  pause(): void;
+  resume(): void;
+  stop(): Promise<void>;
+}
+
+const live = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+});
+
+export async function startEtcd(binary = "etcd"): Promise<EtcdServer> {
+  const dir = mkdtempSync(join(tmpdir(), "vgpu-etcd-"));
+  const clientPort = await freePort();
+  const peerPort = await freePort();
+  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const peer = `http://127.0.0.1:${peerPort}`;
+  const child = spawn(
+    binary,
+    [
+      "--name",
+      "vgpu-test",
+      "--data-dir",
+      join(dir, "data"),
+      "--listen-client-urls",
+      endpoint,
+      "--advertise-client-urls",
+      endpoint,
+      "--listen-peer-urls",
+      peer,
+      "--initial-advertise-peer-urls",
+      peer,
+      "--initial-cluster",
+      `vgpu-test=${peer}`,
+      "--initial-cluster-state",
+      "new",
+      "--log-level",
+      "error",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  live.add(child);
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGCONT");
+      child.kill("SIGKILL");
+      await exited;
+    }
+    live.delete(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  // Ready when /health answers.
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null) {
+      await stop();
+      throw new Error(`etcd exited with ${child.exitCode}: ${stderr}`);
+    }
+    try {
+      const res = await fetch(`${endpoint}/health`);
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`etcd did not become healthy: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    endpoint,
+    process: child,
+    pause: () => child.kill("SIGSTOP"),
+    resume: () => child.kill("SIGCONT"),
+    stop,
+  };
+}
