@@ -73,6 +73,8 @@ export class GuestService {
   private paused = false;
   /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
   ackedSeq = 0;
+  /** The highest seq any reply (an ack, a session opened or closed) went out for. */
+  releasedSeq = 0;
   /** Frames applied, replies sent and sessions opened (for what a primary would discard). */
   readonly applied = { frames: 0, acknowledged: 0, sessions: 0 };
 
@@ -322,12 +324,14 @@ export class GuestService {
     if (state.opened) {
       if (!ready(state.opened.seq)) return;
       state.stream.write(state.opened.message);
+      this.releasedSeq = Math.max(this.releasedSeq, state.opened.seq);
       state.opened = undefined;
     }
     let n = 0;
     while (n < state.held.length && ready(state.held[n]!.seq)) n++;
     if (n > 0) this.writeAcks(state, state.held.splice(0, n));
     if (state.closing !== undefined && state.held.length === 0 && ready(state.closing)) {
+      this.releasedSeq = Math.max(this.releasedSeq, state.closing);
       state.stream.write(create(wire.NodeMessageSchema, { kind: { case: "closed", value: {} } }));
       state.stream.end();
       this.states.delete(state);
@@ -346,6 +350,7 @@ export class GuestService {
         const last = part.at(-1)!;
         this.applied.acknowledged += part.length;
         if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
+        if (last.seq > this.releasedSeq) this.releasedSeq = last.seq;
         state.stream.write(
           create(wire.NodeMessageSchema, {
             kind: {

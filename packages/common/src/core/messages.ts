@@ -20,6 +20,8 @@ export type PrimaryMessage =
       readonly epoch: number;
       readonly sentUs: number;
       readonly lastSeq: number;
+      /** The sync grant (see core/release.ts). */
+      readonly syncReplica: boolean;
     }
   | {
       readonly kind: "handover";

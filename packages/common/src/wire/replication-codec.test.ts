@@ -159,7 +159,7 @@ const primaryMessages: PrimaryMessage[] = [
       ],
     },
   },
-  { kind: "heartbeat", epoch: 3, sentUs: 123456789, lastSeq: 7 },
+  { kind: "heartbeat", epoch: 3, sentUs: 123456789, lastSeq: 7, syncReplica: true },
 ];
 
 const standbyMessages: StandbyMessage[] = [

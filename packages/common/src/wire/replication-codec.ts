@@ -143,7 +143,11 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
     case "heartbeat":
       return {
         case: "heartbeat",
-        value: create(HeartbeatSchema, { sentUs: BigInt(m.sentUs), lastSeq: BigInt(m.lastSeq) }),
+        value: create(HeartbeatSchema, {
+          sentUs: BigInt(m.sentUs),
+          lastSeq: BigInt(m.lastSeq),
+          syncReplica: m.syncReplica,
+        }),
       };
     case "handover":
       return {
@@ -331,6 +335,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         epoch,
         sentUs: toSafe(k.value.sentUs, "heartbeat send time"),
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
+        syncReplica: k.value.syncReplica,
       };
     case "handover":
       return {

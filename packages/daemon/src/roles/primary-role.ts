@@ -7,13 +7,19 @@ import {
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  grantDue,
   grpcLink,
   type Link,
   type PrimaryMessage,
   primaryLeaseEndMs,
+  RELEASE_ALL,
+  type ReleaseView,
   type ReplicationGauges,
   ReplicationLog,
+  releasableSeq,
+  type StandbyLinkState,
   type StandbyMessage,
+  stepPeerLease,
   type wire,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
@@ -67,6 +73,8 @@ export class PrimaryRole implements Role {
   private fencedSinceMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
+  /** Whether the standby holds the sync grant (core/release.ts). */
+  private granted = false;
   /** A planned switchover in progress: guests paused, handover sent at this seq. */
   private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
@@ -185,25 +193,24 @@ export class PrimaryRole implements Role {
 
   /** Moves between leased, fenced and degraded; called on a timer and on every ack. */
   private checkLease(): void {
-    if (!this.sender || this.stopping) return;
+    const sender = this.sender;
+    if (!sender || this.stopping || this.lease === "alone") return;
     const now = this.deps.clock.monotonicMs();
     const { logger } = this.deps;
     const before = this.lease;
-    if (this.sender.ackedHeartbeatUs > 0 && now < this.leaseEndMs()) {
-      this.lease = "leased";
-      this.fencedSinceMs = undefined;
-      this.solo = undefined;
-    } else if (this.lease === "leased") {
-      this.lease = "fenced";
-      this.fencedSinceMs = now;
-      this.markSolo();
-    } else if (this.lease === "fenced") {
-      this.fencedSinceMs ??= now;
-      if (!this.solo) this.markSolo();
-      // Serve alone only after a whole further lease without reaching the peer: a live peer
-      // that took over would have told us its higher epoch by then.
-      if (now - this.fencedSinceMs >= this.deps.config.lease.durationMs) this.lease = "degraded";
-    }
+    const step = stepPeerLease(
+      { lease: this.lease, fencedSinceMs: this.fencedSinceMs },
+      now,
+      sender.ackedHeartbeatUs > 0 ? this.leaseEndMs() : undefined,
+      this.deps.config.lease.durationMs,
+    );
+    this.lease = step.lease;
+    this.fencedSinceMs = step.fencedSinceMs;
+    if (this.lease === "leased") this.solo = undefined;
+    else if (!this.solo) this.markSolo();
+    // Serving alone: the standby's grant is revoked before anything it lacks goes out.
+    if (this.lease === "degraded") this.setGrant(false);
+    this.updateGrant();
     if (before !== this.lease) {
       const fields = { seq: this.log.lastSeq, from: before, to: this.lease };
       if (this.lease === "leased") logger.warn(fields, "lease held: replicating");
@@ -214,19 +221,62 @@ export class PrimaryRole implements Role {
     }
   }
 
+  private releaseView(): ReleaseView {
+    const sender = this.sender!;
+    const now = this.deps.clock.monotonicMs();
+    // The timer may not have run yet since the lease ended: judge by the clock.
+    const lapsed = this.lease === "leased" && now >= this.leaseEndMs();
+    const link: StandbyLinkState =
+      sender.state === "streaming"
+        ? "streaming"
+        : sender.state === "snapshot"
+          ? "snapshot"
+          : "down";
+    return {
+      mode: this.deps.config.replication.mode,
+      lease: lapsed || this.lease === "alone" ? "fenced" : this.lease,
+      link,
+      granted: this.granted,
+      appliedSeq: sender.appliedSeq,
+      confirmedSeq: this.confirmedSeq,
+    };
+  }
+
+  /**
+   * Grants the standby once it has everything released; revokes the grant once a snapshot
+   * has replaced its state (its first chunk acknowledged: it is no longer a replica).
+   */
+  private updateGrant(): void {
+    const sender = this.sender!;
+    if (
+      this.granted &&
+      sender.state === "snapshot" &&
+      (sender.snapshotProgress?.chunksAcked ?? 0) > 0
+    ) {
+      this.setGrant(false);
+    } else if (
+      !this.granted &&
+      grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
+    ) {
+      this.setGrant(true);
+    }
+  }
+
+  private setGrant(granted: boolean): void {
+    if (granted === this.granted) return;
+    this.granted = granted;
+    this.sender!.syncGrant = granted;
+    this.deps.logger.info(
+      { seq: this.log.lastSeq, appliedSeq: this.sender!.appliedSeq },
+      granted ? "standby granted: it may take over" : "standby's grant revoked",
+    );
+  }
+
   /** Which replies may go out now (see GuestServiceDeps.replicatedSeq). */
   private releasableSeq(): number | undefined {
-    const sender = this.sender;
-    if (!sender) return undefined;
-    if (this.lease === "degraded") return undefined;
-    if (this.lease !== "leased" || this.deps.clock.monotonicMs() >= this.leaseEndMs()) return -1;
-    if (this.deps.config.replication.mode === "async") return undefined;
-    if (sender.inSync) return sender.appliedSeq;
-    // A standby catching up by snapshot is not eligible to take over: nothing to wait for.
-    if (sender.state === "snapshot") return undefined;
-    // The link is down (or re-handshaking) but the standby may still be an eligible replica
-    // that takes over when our lease ends: only what it confirmed may be acknowledged.
-    return this.confirmedSeq;
+    if (!this.sender) return undefined;
+    const seq = releasableSeq(this.releaseView());
+    return seq === RELEASE_ALL ? undefined : seq;
   }
 
   /**

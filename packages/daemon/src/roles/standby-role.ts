@@ -99,7 +99,7 @@ export class StandbyRole implements Role {
         this.ineligibleLogged = true;
         this.deps.logger.error(
           { seq: this.receiver.appliedSeq, state: this.receiver.state },
-          `primary's lease expired but this standby is not eligible (${this.receiver.state}): not promoting`,
+          `primary's lease expired but this standby is not eligible (${ineligibleReason(this.receiver)}): not promoting`,
         );
       }
       return;
@@ -126,7 +126,7 @@ export class StandbyRole implements Role {
 
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
-    return this.receiver.eligible ? undefined : `standby is ${this.receiver.state}`;
+    return ineligibleReason(this.receiver);
   }
 
   probe() {
@@ -225,7 +225,7 @@ export class StandbyRole implements Role {
   readiness() {
     const r = this.receiver;
     if (r.eligible) return { ready: true, reason: "standby: replica in sync" };
-    return { ready: false, reason: `standby not eligible: ${r.state}` };
+    return { ready: false, reason: `standby not eligible: ${ineligibleReason(r)}` };
   }
 
   status(): Record<string, unknown> {
@@ -239,6 +239,7 @@ export class StandbyRole implements Role {
       replication: {
         state: r.state,
         eligible: r.eligible,
+        granted: r.granted,
         connected: this.link.connected,
         peer: this.deps.config.peer.name,
         lag: { entries: g.lagEntries },
@@ -249,4 +250,10 @@ export class StandbyRole implements Role {
       },
     };
   }
+}
+
+function ineligibleReason(r: Receiver): string | undefined {
+  if (r.eligible) return undefined;
+  if (r.state !== "replica") return `standby is ${r.state}`;
+  return "replica without the primary's sync grant (not known to hold every acknowledged frame)";
 }

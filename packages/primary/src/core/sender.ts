@@ -81,6 +81,18 @@ export class Sender {
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   private lastProgressMs = 0;
   private pendingHello = false;
+  /**
+   * The sync grant carried by every heartbeat (see core/release.ts); the primary role sets it.
+   * A change is sent at once.
+   */
+  get syncGrant(): boolean {
+    return this.grant;
+  }
+  set syncGrant(value: boolean) {
+    if (value !== this.grant) this.lastHeartbeatMs = Number.NEGATIVE_INFINITY;
+    this.grant = value;
+  }
+  private grant = false;
   /** Newest heartbeat send time the standby echoed (µs; the lease counts from it). */
   ackedHeartbeatUs = 0;
   readonly events: SenderEvent[] = [];
@@ -317,6 +329,7 @@ export class Sender {
         epoch: this.epoch,
         sentUs: Math.round(nowMs * 1000),
         lastSeq: this.log.lastSeq,
+        syncReplica: this.syncGrant,
       });
     }
     return out;

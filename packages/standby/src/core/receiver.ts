@@ -64,9 +64,16 @@ export class Receiver {
     this.epoch = epoch;
   }
 
-  /** Eligible to take over: a complete replica that has not diverged. */
+  /**
+   * Holds the primary's sync grant (core/release.ts): it has every entry whose reply the
+   * primary released. Cleared when the state stops being a replica, by a newer epoch, or by the
+   * primary's revocation.
+   */
+  granted = false;
+
+  /** Eligible to take over: a complete replica that has not diverged and holds the grant. */
   get eligible(): boolean {
-    return this.state === "replica";
+    return this.state === "replica" && this.granted;
   }
 
   get snapshotProgress(): { snapshotId: number; chunks: number } | undefined {
@@ -120,12 +127,14 @@ export class Receiver {
         },
       ];
     }
+    if (message.epoch > this.epoch) this.granted = false; // a new primary grants anew
     this.epoch = message.epoch;
     switch (message.kind) {
       case "hello":
         return [this.hello()]; // the primary repeats its hello until it hears ours
       case "heartbeat":
         this.lastHeartbeatUs = message.sentUs;
+        this.granted = message.syncReplica && this.state === "replica";
         return [this.ack()];
       case "entries":
         return this.onEntries(message.entries);
@@ -149,6 +158,7 @@ export class Receiver {
     const mine = computeDigest(this.backend!).state;
     if (mine !== digest) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
     this.events.push({ kind: "handover", seq: lastSeq, detail: "digests equal" });
+    this.granted = true; // an exact replica of everything: the handover is the grant
     return [{ ...this.ack(), handoverAccepted: true }];
   }
 
@@ -157,6 +167,7 @@ export class Receiver {
     this.backend = backend;
     this.appliedSeq = appliedSeq;
     this.state = "replica";
+    this.granted = false; // until the new primary grants it
   }
 
   private onEntries(entries: readonly Entry[]): StandbyMessage[] {
@@ -198,6 +209,7 @@ export class Receiver {
 
   private diverge(seq: number, detail: string): StandbyMessage[] {
     this.state = "diverged";
+    this.granted = false;
     this.divergences++;
     this.events.push({ kind: "divergence", seq, detail });
     const ack = this.ack();
@@ -209,6 +221,7 @@ export class Receiver {
       this.newestSnapshotId = chunk.snapshotId;
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
       this.state = "snapshot";
+      this.granted = false;
       this.events.push({
         kind: "snapshotStarted",
         seq: chunk.atSeq,

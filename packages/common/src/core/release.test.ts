@@ -1,0 +1,105 @@
+// Proves the release and grant rules: a fenced primary releases nothing; a granted standby
+// gates every reply (on the live link its applied seq, off it what it confirmed); an
+// ungranted streaming standby gates replies until it earns the grant; the grant is due only
+// once the standby applied everything released; and the peer lease steps leased → fenced →
+// degraded (after a further lease) → leased.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  grantDue,
+  RELEASE_ALL,
+  RELEASE_NONE,
+  type ReleaseView,
+  releasableSeq,
+  stepPeerLease,
+} from "./release.js";
+
+const base: ReleaseView = {
+  mode: "sync",
+  lease: "leased",
+  link: "streaming",
+  granted: true,
+  appliedSeq: 10,
+  confirmedSeq: 8,
+};
+
+describe("releasableSeq", () => {
+  it.each<[Partial<ReleaseView>, number]>([
+    [{}, 10],
+    [{ link: "down" }, 8],
+    [{ link: "snapshot" }, 8],
+    [{ lease: "fenced" }, RELEASE_NONE],
+    [{ lease: "fenced", mode: "async" }, RELEASE_NONE],
+    [{ mode: "async" }, RELEASE_ALL],
+    [{ granted: false }, 10],
+    [{ granted: false, link: "down" }, RELEASE_ALL],
+    [{ granted: false, link: "snapshot" }, RELEASE_ALL],
+    [{ lease: "degraded", granted: false, link: "down" }, RELEASE_ALL],
+    [{ lease: "degraded", granted: false, link: "streaming" }, 10],
+  ])("%j → %d", (change, expected) => {
+    expect(releasableSeq({ ...base, ...change })).toBe(expected);
+  });
+
+  it("with a granted standby never releases past what it applied or confirmed", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("leased", "fenced", "degraded" as const),
+        fc.constantFrom("streaming", "snapshot", "down" as const),
+        fc.nat(1000),
+        fc.nat(1000),
+        (lease, link, appliedSeq, confirmedSeq) => {
+          const v: ReleaseView = {
+            mode: "sync",
+            lease,
+            link,
+            granted: true,
+            appliedSeq,
+            confirmedSeq,
+          };
+          expect(releasableSeq(v)).toBeLessThanOrEqual(Math.max(appliedSeq, confirmedSeq));
+        },
+      ),
+    );
+  });
+});
+
+describe("grantDue", () => {
+  it.each<[Partial<ReleaseView> & { releasedSeq?: number }, boolean]>([
+    [{ releasedSeq: 10 }, true],
+    [{ releasedSeq: 11 }, false],
+    [{ releasedSeq: 11, mode: "async" }, true],
+    [{ releasedSeq: 0, link: "snapshot" }, false],
+    [{ releasedSeq: 0, link: "down" }, false],
+    [{ releasedSeq: 0, lease: "fenced" }, false],
+    [{ releasedSeq: 0, lease: "degraded" }, false],
+  ])("%j → %s", (change, expected) => {
+    expect(grantDue({ ...base, granted: false, releasedSeq: 0, ...change })).toBe(expected);
+  });
+});
+
+describe("stepPeerLease", () => {
+  const L = 500;
+  it("is leased before the lease end and fenced from it on", () => {
+    const held = stepPeerLease({ lease: "fenced", fencedSinceMs: 0 }, 100, 101, L);
+    expect(held).toEqual({ lease: "leased", fencedSinceMs: undefined });
+    expect(stepPeerLease(held, 101, 101, L)).toEqual({ lease: "fenced", fencedSinceMs: 101 });
+  });
+
+  it("degrades after a further whole lease without the peer, and recovers", () => {
+    let s = stepPeerLease({ lease: "leased", fencedSinceMs: undefined }, 1000, 900, L);
+    expect(s).toEqual({ lease: "fenced", fencedSinceMs: 1000 });
+    s = stepPeerLease(s, 1499, 900, L);
+    expect(s.lease).toBe("fenced");
+    s = stepPeerLease(s, 1500, 900, L);
+    expect(s.lease).toBe("degraded");
+    expect(stepPeerLease(s, 9000, undefined, L).lease).toBe("degraded");
+    expect(stepPeerLease(s, 9000, 9001, L).lease).toBe("leased");
+  });
+
+  it("a fresh primary that never held the lease degrades after one lease", () => {
+    let s = stepPeerLease({ lease: "fenced", fencedSinceMs: 0 }, 0, undefined, L);
+    expect(s.lease).toBe("fenced");
+    s = stepPeerLease(s, 500, undefined, L);
+    expect(s.lease).toBe("degraded");
+  });
+});

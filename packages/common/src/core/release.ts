@@ -1,0 +1,89 @@
+// Which guest replies a primary may release (acknowledge), and when its standby may take over.
+// Pure functions of what the primary knows; the primary role evaluates them on every change.
+//
+// The standby may take over only while it holds the primary's *sync grant*: the primary grants
+// it (a flag on its heartbeats, and in etcd mode the `replica` field of the cluster record)
+// once the standby has applied every entry whose reply the primary ever released, and from
+// then on releases only what the standby confirmed. The grant is revoked before the primary
+// releases anything its standby may lack (serving alone: `degraded`). So a standby that takes
+// over holds every acknowledged frame (sync mode), however it came to be a replica — by
+// snapshot, by resuming after a broken link, or by a handover.
+
+/** The primary's right to acknowledge guests. */
+export type PrimaryLeaseState =
+  /** Holds the lease (peer: acknowledged heartbeats; etcd: the leader key). */
+  | "leased"
+  /** Lost it, or never had it: releases nothing. */
+  | "fenced"
+  /** Serves alone: the standby's grant is revoked (peer: after a further lease without it). */
+  | "degraded";
+
+/** The primary's view of its standby's link (the sender's state). */
+export type StandbyLinkState = "streaming" | "snapshot" | "down";
+
+export interface ReleaseView {
+  readonly mode: "sync" | "async";
+  readonly lease: PrimaryLeaseState;
+  readonly link: StandbyLinkState;
+  /** Whether the standby holds the sync grant (or one is being given). */
+  readonly granted: boolean;
+  /** The standby's applied seq on the live link. */
+  readonly appliedSeq: number;
+  /** The highest seq a standby of this epoch confirmed applied, on any link. */
+  readonly confirmedSeq: number;
+}
+
+/** Everything may be released. */
+export const RELEASE_ALL = Number.POSITIVE_INFINITY;
+/** Nothing may be released. */
+export const RELEASE_NONE = -1;
+
+/**
+ * The highest seq whose replies may go out. A fenced primary releases nothing. A granted
+ * standby may take over at any moment: only what it confirmed. A standby without the grant
+ * cannot take over, but while it streams the primary holds replies to let it catch up and earn
+ * the grant; with no such standby (async, or none streaming), everything.
+ */
+export function releasableSeq(v: ReleaseView): number {
+  if (v.lease === "fenced") return RELEASE_NONE;
+  if (v.mode === "async") return RELEASE_ALL;
+  if (v.granted) return v.link === "streaming" ? v.appliedSeq : v.confirmedSeq;
+  return v.link === "streaming" ? v.appliedSeq : RELEASE_ALL;
+}
+
+/**
+ * Whether the primary should grant its standby now: it is leased, the standby streams and has
+ * applied every entry whose reply went out (`releasedSeq`). In async mode streaming suffices:
+ * async accepts losing the lag window.
+ */
+export function grantDue(v: ReleaseView & { readonly releasedSeq: number }): boolean {
+  if (v.lease !== "leased" || v.link !== "streaming") return false;
+  return v.mode === "async" || v.appliedSeq >= v.releasedSeq;
+}
+
+export interface PrimaryLeaseStep {
+  readonly lease: PrimaryLeaseState;
+  /** When the lease was lost (the fenced period began), for the degraded rule. */
+  readonly fencedSinceMs: number | undefined;
+}
+
+/**
+ * Peer mode: the primary's lease state at `nowMs`. Held while `nowMs < leaseEndMs` (see
+ * `primaryLeaseEndMs`); lost, it is fenced; after a further whole lease without its peer it
+ * serves alone (degraded) — by then a live peer that took over would have told it its higher
+ * epoch. A degraded primary stays so until it holds the lease again.
+ */
+export function stepPeerLease(
+  prev: PrimaryLeaseStep,
+  nowMs: number,
+  leaseEndMs: number | undefined,
+  leaseMs: number,
+): PrimaryLeaseStep {
+  if (leaseEndMs !== undefined && nowMs < leaseEndMs) {
+    return { lease: "leased", fencedSinceMs: undefined };
+  }
+  if (prev.lease === "degraded") return prev;
+  const since = prev.lease === "leased" ? nowMs : (prev.fencedSinceMs ?? nowMs);
+  if (nowMs - since >= leaseMs) return { lease: "degraded", fencedSinceMs: since };
+  return { lease: "fenced", fencedSinceMs: since };
+}
