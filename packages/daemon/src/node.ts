@@ -14,15 +14,18 @@ import {
   type Config,
   createClient,
   createMetrics,
+  type Holding,
   type Logger,
+  mayAcquire,
   type NodeMetrics,
   systemClock,
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
+import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { buildOpsApp } from "./ops/ops-app.js";
 import { PrimaryRole } from "./roles/primary-role.js";
-import type { Role, RoleDeps, Supervisor } from "./roles/role.js";
+import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
@@ -34,12 +37,6 @@ export interface NodeAddresses {
   readonly replication?: string;
 }
 
-interface PeerView {
-  readonly role: "primary" | "standby";
-  readonly epoch: number;
-  readonly replica: boolean;
-}
-
 export class VgpuNode implements Supervisor {
   readonly config: Config;
   readonly metrics: NodeMetrics;
@@ -47,6 +44,8 @@ export class VgpuNode implements Supervisor {
   log: Logger;
   private readonly clock: Clock;
   private readonly store: EpochStore;
+  /** lease.mode etcd: the leader key and cluster record. */
+  private readonly arbiter: EtcdArbiter | undefined;
   private currentEpoch = 0;
   role: Role;
   private readonly ops: FastifyInstance;
@@ -63,6 +62,10 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
+    this.arbiter =
+      config.lease.mode === "etcd" && config.role !== "standalone"
+        ? new EtcdArbiter(config, log.child({ component: "etcd" }), clock)
+        : undefined;
     this.metrics = createMetrics({
       role: () => this.role.name,
       epoch: () => this.currentEpoch,
@@ -109,6 +112,7 @@ export class VgpuNode implements Supervisor {
       metrics: this.metrics,
       clock: this.clock,
       supervisor: this,
+      arbiter: this.arbiter,
     };
   }
 
@@ -162,6 +166,7 @@ export class VgpuNode implements Supervisor {
       if (this.currentEpoch === 0) this.setEpoch(1);
       return "standalone";
     }
+    if (this.arbiter) return this.decideEtcdRole(this.arbiter);
     const peer = await this.probePeer();
     if (peer && peer.epoch > this.currentEpoch) this.setEpoch(peer.epoch);
     if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) return "standby";
@@ -170,7 +175,42 @@ export class VgpuNode implements Supervisor {
     return "primary";
   }
 
-  private async probePeer(): Promise<PeerView | undefined> {
+  /**
+   * etcd mode: primary only by taking the leader key (core/etcd-lease.ts mayAcquire); a node
+   * that cannot (key held, etcd away, the state may be elsewhere) starts as a standby, which
+   * keeps watching the key.
+   */
+  private async decideEtcdRole(arbiter: EtcdArbiter): Promise<"primary" | "standby"> {
+    try {
+      const view = await arbiter.read();
+      if (view.leader) {
+        if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
+        return "standby";
+      }
+      const peer = await this.probePeer();
+      const decision = mayAcquire({
+        me: this.config.nodeId,
+        configuredPrimary: this.config.role === "primary",
+        leaderPresent: false,
+        record: view.record,
+        mine: "nothing",
+        peer: peer && { nodeId: peer.nodeId, holds: holdingOf(peer) },
+        localEpoch: this.currentEpoch,
+      });
+      this.log.warn({ decision }, "etcd: starting");
+      if (!decision.acquire) return "standby";
+      if (!(await arbiter.acquire(view, decision.epoch, this.config.guest.listen))) {
+        return "standby";
+      }
+      this.setEpoch(decision.epoch);
+      return "primary";
+    } catch (e) {
+      this.log.error({ err: (e as Error).message }, "etcd: unreachable at start: standby");
+      return "standby";
+    }
+  }
+
+  async probePeer(): Promise<PeerView | undefined> {
     const address = this.config.peer.replicationAddress;
     if (!address) return undefined;
     const client = createClient(wire.Replication, address, grpc.credentials.createInsecure());
@@ -185,7 +225,7 @@ export class VgpuNode implements Supervisor {
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
           if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          resolve({ role, epoch: Number(res.epoch), replica: res.replica });
+          resolve({ nodeId: res.nodeId, role, epoch: Number(res.epoch), replica: res.replica });
         });
       });
     } finally {
@@ -216,13 +256,13 @@ export class VgpuNode implements Supervisor {
     this.log.warn({ reason }, `now ${kind}`);
   }
 
-  promote(reason: string, force = false): Promise<void> {
+  promote(reason: string, force = false, etcdEpoch?: number): Promise<void> {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
       if (this.stopping || !(standby instanceof StandbyRole)) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
-      const epoch = Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
+      const epoch = etcdEpoch ?? Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
       this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
@@ -326,6 +366,8 @@ export class VgpuNode implements Supervisor {
     this.log.info("node stopping");
     await this.transition;
     await this.role.stop("node shutting down");
+    // A primary gives its key up: its granted standby takes over at once.
+    await this.arbiter?.close();
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
     await this.ops.close();
@@ -362,4 +404,10 @@ export function splitHostPort(address: string): [string, number] {
   const i = address.lastIndexOf(":");
   const host = address.slice(0, i).replace(/^\[(.*)\]$/, "$1");
   return [host, Number(address.slice(i + 1))];
+}
+
+/** What a probed peer holds, for the etcd acquisition rule. */
+function holdingOf(peer: PeerView): Holding {
+  if (peer.role === "primary") return "primary-state";
+  return peer.replica ? "granted-replica" : "nothing";
 }
