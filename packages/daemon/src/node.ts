@@ -268,6 +268,8 @@ export class VgpuNode implements Supervisor {
       this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
       this.log = this.baseLog.child({ role: "primary", epoch });
       this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
+      // Guests that arrived while it promoted waited for this role.
+      for (const stream of standby.takeParked()) this.role.serveGuest(stream);
     });
     return this.transition;
   }

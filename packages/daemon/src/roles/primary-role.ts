@@ -88,6 +88,8 @@ export class PrimaryRole implements Role {
     | undefined;
 
   private readonly promoted: boolean;
+  /** The standby accepted a handover: guests go to it from now on. */
+  private handedOff = false;
 
   constructor(deps: RoleDeps, takeover?: Takeover) {
     this.deps = deps;
@@ -149,7 +151,7 @@ export class PrimaryRole implements Role {
       epoch: () => deps.supervisor.epoch(),
       maxFramesInFlight: config.guest.maxFramesInFlight,
       maxMessageBytes: config.guest.maxMessageBytes,
-      serving: () => !this.stopping,
+      serving: () => !this.stopping && !this.handedOff,
       replicatedSeq: () => this.releasableSeq(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => config.peer.guestAddress ?? "",
@@ -546,6 +548,9 @@ export class PrimaryRole implements Role {
         // Stepping down here, before the standby serves, was measured slower: guests bounced
         // between two refusing nodes. The new primary's dial makes this node step down.
         this.deps.logger.info({ seq: this.log.lastSeq }, "switchover: the standby accepted");
+        // Send the guests over now: the standby parks them until it serves as primary.
+        this.handedOff = true;
+        this.guests.endAll("switchover: the standby is taking over");
         // etcd mode: the standby takes over only by taking the key: give it up.
         void this.deps.arbiter?.resign();
         break;
@@ -569,7 +574,12 @@ export class PrimaryRole implements Role {
     this.handingOver = { lastSeq: -1, digest: "", done: () => undefined };
     try {
       this.sequencer.flushMmio();
-      this.client!.pump();
+      // Announce the handover at the last seq (an empty digest): the standby computes its
+      // digest there while this node computes its own — side by side, not one after the other.
+      const announcedSeq = this.log.lastSeq;
+      sender.handover("");
+      this.client!.pumpNow();
+      const early = computeDigest(this.backend).state;
       const deadline = started + timeoutMs;
       while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
         if (this.deps.clock.monotonicMs() > deadline || !sender.inSync) {
@@ -579,8 +589,8 @@ export class PrimaryRole implements Role {
         }
         await new Promise((r) => setTimeout(r, 2));
       }
-      const digest = computeDigest(this.backend).state;
       const lastSeq = this.log.lastSeq;
+      const digest = lastSeq === announcedSeq ? early : computeDigest(this.backend).state;
       const done = new Promise<void>((resolve, reject) => {
         this.handingOver = { lastSeq, digest, done: resolve };
         setTimeout(() => reject(new Error("the standby did not take over")), timeoutMs);

@@ -33,6 +33,13 @@ export class StandbyRole implements Role {
   private etcdView: { leader: string | null; decision: string; error?: string } | undefined;
   /** etcd mode: the primary handed over; take the key as soon as it gives it up. */
   private handoverPending = false;
+  /**
+   * Guests that arrive during a switchover's promotion wait here for the new primary role
+   * (instead of bouncing back to the old primary); refused if the promotion does not come.
+   */
+  private parked: GuestStream[] = [];
+  private parking = false;
+  private parkTimer: NodeJS.Timeout | undefined;
 
   constructor(deps: RoleDeps) {
     this.deps = deps;
@@ -72,11 +79,35 @@ export class StandbyRole implements Role {
   async stop(reason: string): Promise<void> {
     this.stopped = true;
     clearInterval(this.leaseTimer);
+    clearTimeout(this.parkTimer);
+    // Parked guests go to the new primary role when promoted; otherwise they are refused.
+    if (reason !== "promoted") for (const s of this.parked.splice(0)) this.refusal.session(s);
     this.link.close(reason);
   }
 
   serveGuest(stream: GuestStream): void {
+    if (this.parking && !this.stopped) {
+      stream.pause(); // its frames wait, buffered, for the primary role
+      this.parked.push(stream);
+      return;
+    }
     this.refusal.session(stream);
+  }
+
+  /** The guest streams parked during a promotion, for the new primary role to serve. */
+  takeParked(): GuestStream[] {
+    clearTimeout(this.parkTimer);
+    return this.parked.splice(0);
+  }
+
+  /** Parks arriving guests until the promotion completes (or refuses them after `ms`). */
+  private parkGuests(ms: number): void {
+    clearTimeout(this.parkTimer);
+    this.parking = true;
+    this.parkTimer = setTimeout(() => {
+      this.parking = false;
+      for (const s of this.parked.splice(0)) this.refusal.session(s);
+    }, ms);
   }
 
   acceptReplication(call: ReplicationCall): void {
@@ -122,6 +153,7 @@ export class StandbyRole implements Role {
       return;
     }
     this.promoting = true;
+    this.parkGuests(2000);
     this.deps.supervisor.promote("lease_expired");
   }
 
@@ -182,6 +214,7 @@ export class StandbyRole implements Role {
     if (!decision.acquire || this.stopped || this.promoting) return;
     if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
     this.promoting = true;
+    this.parkGuests(2000);
     supervisor.promote(
       this.handoverPending ? "switchover" : "etcd_key_acquired",
       !this.receiver.eligible,
@@ -246,6 +279,7 @@ export class StandbyRole implements Role {
           break;
         case "handover":
           logger.warn(fields, "switchover: the primary handed over");
+          this.parkGuests(2000);
           if (this.deps.arbiter) {
             this.handoverPending = true; // promote once the key is ours
             break;
