@@ -72,6 +72,7 @@ export class VgpuNode implements Supervisor {
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
       replication: () => this.role.replicationGauges(),
+      leaseDurationSeconds: () => config.lease.durationMs / 1000,
     });
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
@@ -213,6 +214,7 @@ export class VgpuNode implements Supervisor {
       (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
     this.role.start();
     if (kind !== "standby") this.metrics.promotions.inc({ reason });
+    if (reason === "lease_expired") this.metrics.failovers.inc();
     this.log.warn({ reason }, `now ${kind}`);
   }
 
