@@ -213,6 +213,8 @@ export class VgpuNode implements Supervisor {
       role ??
       (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
     this.role.start();
+    this.guestServer?.setServing(kind !== "standby"); // gRPC health (servers.ts)
+    this.replicationServer?.setServing(kind === "standby");
     if (kind !== "standby") this.metrics.promotions.inc({ reason });
     if (reason === "lease_expired") this.metrics.failovers.inc();
     this.log.warn({ reason }, `now ${kind}`);
