@@ -2,14 +2,16 @@
 // vgpud pair: with deploy/prometheus/prometheus.yml's vgpu-ha job pointed at the two nodes (1 s
 // intervals) and alerts.yml loaded (its `for:` shortened to 2 s), Prometheus scrapes both
 // (`up` 1, `vgpu_role` and `vgpu_epoch` of each node) and evaluates every rule without error,
-// the pair's alerts inactive; then the primary is SIGKILLed: the standby takes over, and VgpuNodeDown fires for the
-// killed node and VgpuFailoverHappened for the one that took over.
+// the pair's alerts inactive, and runs every query of deploy/grafana/vgpu-ha.json; then the
+// primary is SIGKILLed: the standby takes over, and VgpuNodeDown fires for the killed node and
+// VgpuFailoverHappened for the one that took over.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireBinary } from "../support/external.js";
 import { FailoverPair } from "../support/failover-pair.js";
+import { dashboardQueries, withGrafanaVariables } from "../support/grafana.js";
 import { status, waitFor } from "../support/ops-client.js";
 import { type PrometheusServer, startPrometheus, testConfig } from "../support/prometheus.js";
 
@@ -108,6 +110,41 @@ describe.skipIf(!binary)("a real Prometheus scraping a live pair", () => {
     const { alerts } = await prom.api<{ alerts: Alert[] }>("alerts");
     const active = alerts.map((a) => a.labels.alertname);
     for (const alert of HEALTHY_SILENT) expect(active, alert).not.toContain(alert);
+  });
+
+  it("runs every query of the Grafana dashboard; the state panels show both nodes", async () => {
+    const prom = prometheus!;
+    const queries = dashboardQueries();
+    expect(queries.length).toBeGreaterThan(20);
+    // rates need two samples
+    await waitFor("three scrapes of each node", async () => {
+      const r = await prom.query('count_over_time(up{job="vgpu-ha"}[1m]) >= 3');
+      return r.length === 2;
+    });
+    const nodesOf = new Map<string, Set<string>>();
+    for (const { where, expr } of queries) {
+      const result = await prom.query(withGrafanaVariables(expr)).catch((e: Error) => {
+        throw new Error(`${where}: ${e.message}`);
+      });
+      nodesOf.set(where, new Set(result.map((s) => s.metric.node ?? "")));
+    }
+    // without guest load the call and snapshot panels may be empty; these never are
+    for (const panel of [
+      "Role",
+      "Epoch",
+      "Lag (entries)",
+      "Lag (seconds)",
+      "VRAM",
+      "Process CPU",
+    ]) {
+      expect(nodesOf.get(`panel "${panel}" A`), panel).toEqual(new Set(["host-a", "host-b"]));
+    }
+    expect(nodesOf.get('panel "Lease remaining on the primary" A')).toEqual(new Set(["host-a"]));
+    const roles = await prom.query(withGrafanaVariables(queries[0]!.expr));
+    expect(roles.map((s) => [s.metric.node, s.value[1]]).sort()).toEqual([
+      ["host-a", "2"],
+      ["host-b", "1"],
+    ]);
   });
 
   it("fires VgpuNodeDown for a killed primary and VgpuFailoverHappened for its successor", async () => {
