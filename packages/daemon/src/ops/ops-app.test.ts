@@ -140,14 +140,14 @@ describe("ops app: admin and bad input", () => {
   it("answers 409 with the reason when a promote is refused (an ineligible standby)", async () => {
     const app = adminApp(TOKEN, {
       promote: async () => {
-        throw refusal(409, "standby not eligible: snapshot: not promoting (force to override)");
+        throw refusal(409, "standby is snapshot: not promoting (force to override)");
       },
     });
     const r = await app.inject({ method: "POST", url: "/v1/promote", headers: auth });
     expect(r.statusCode).toBe(409);
     expect(r.json()).toEqual({
       error: "promote_refused",
-      message: "standby not eligible: snapshot: not promoting (force to override)",
+      message: "standby is snapshot: not promoting (force to override)",
     });
   });
 
