@@ -23,6 +23,7 @@ interface Rule {
   readonly health: string;
   readonly state?: string;
   readonly lastError?: string;
+  readonly lastEvaluation: string;
 }
 
 interface Alert {
@@ -94,11 +95,15 @@ describe.skipIf(!binary)("a real Prometheus scraping a live pair", () => {
 
   it("loads every alert rule and evaluates them without error, the pair's alerts silent while healthy", async () => {
     const prom = prometheus!;
-    // wait for an evaluation after both nodes were scraped
-    const rules = await waitFor("the rules evaluated", async () => {
+    // Both nodes have been scraped (the test before): wait for an evaluation that started a
+    // whole interval later. One from before could still see only one node (no primary yet)
+    // and leave VgpuNoPrimary pending for an interval.
+    const scrapedMs = Date.now();
+    const rules = await waitFor("the rules evaluated since", async () => {
       const data = await prom.api<{ groups: { rules: Rule[] }[] }>("rules");
       const all = data.groups.flatMap((g) => g.rules);
-      return all.length > 0 && all.every((r) => r.health === "ok") ? all : undefined;
+      const since = (r: Rule) => Date.parse(r.lastEvaluation) > scrapedMs + 1000;
+      return all.length > 0 && all.every((r) => r.health === "ok" && since(r)) ? all : undefined;
     });
     const names = rules.map((r) => r.name);
     for (const alert of ["VgpuNodeDown", "VgpuSplitBrainSuspected", "VgpuNoStandbyConnected"]) {
