@@ -75,6 +75,7 @@ export class VgpuNode implements Supervisor {
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
       replication: () => this.role.replicationGauges(),
+      leaseDurationSeconds: () => config.lease.durationMs / 1000,
     });
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
@@ -252,7 +253,10 @@ export class VgpuNode implements Supervisor {
       role ??
       (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
     this.role.start();
+    this.guestServer?.setServing(kind !== "standby"); // gRPC health (servers.ts)
+    this.replicationServer?.setServing(kind === "standby");
     if (kind !== "standby") this.metrics.promotions.inc({ reason });
+    if (reason === "lease_expired" || reason === "etcd_key_acquired") this.metrics.failovers.inc();
     this.log.warn({ reason }, `now ${kind}`);
   }
 
