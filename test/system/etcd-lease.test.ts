@@ -145,6 +145,14 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
     expect(gs.every((g, i) => g.increments > before[i]!)).toBe(true);
     expect((await status(pair.node("a"))).role).toBe("primary");
     expect(await record(etcd!)).toMatchObject({ epoch: 1, primary: "a", replica: "" });
+    // Not even a forced promotion makes a second primary while the key is held.
+    const forced = await fetch(`${pair.node("b").ops}/v1/promote?force=true`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    expect(forced.status).toBe(409);
+    expect(((await forced.json()) as { message: string }).message).toMatch(/held by a/);
+    expect((await status(pair.node("b"))).role).toBe("standby");
     // heal: b catches up and is named again
     for (const p of proxies) p.proxy.setTarget(p.target);
     await waitFor(

@@ -115,7 +115,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
   );
   simple(
     "vgpu_lease_duration_seconds",
-    "The configured lease (lease.durationMs), to compare the remaining lease with",
+    "The configured lease (lease.durationMs; lease.etcd.ttlMs in etcd mode), to compare the remaining lease with",
     () => gauges.leaseDurationSeconds?.() ?? 0,
   );
 

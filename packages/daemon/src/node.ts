@@ -75,7 +75,9 @@ export class VgpuNode implements Supervisor {
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
       replication: () => this.role.replicationGauges(),
-      leaseDurationSeconds: () => config.lease.durationMs / 1000,
+      // The lease the primary serves under: the etcd lease's TTL in etcd mode.
+      leaseDurationSeconds: () =>
+        (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
     });
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
@@ -289,6 +291,7 @@ export class VgpuNode implements Supervisor {
         : primary.soloWork();
       this.setEpoch(Math.max(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
+      await this.arbiter?.resign(); // etcd mode: a standby holds no key
       this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
       this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);
       this.metrics.splitBrainDiscards.inc(
@@ -324,7 +327,19 @@ export class VgpuNode implements Supervisor {
     if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
     const why = standby.ineligibleReason();
     if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
-    await this.promote(force ? "manual_forced" : "manual", force);
+    let etcdEpoch: number | undefined;
+    if (this.arbiter) {
+      // etcd mode: even forced, a node serves only holding the leader key.
+      const view = await this.arbiter.read();
+      if (view.leader) {
+        throw new OpsRefusal(409, `the etcd leader key is held by ${view.leader.nodeId}`);
+      }
+      etcdEpoch = Math.max(view.record?.epoch ?? 0, this.currentEpoch) + 1;
+      if (!(await this.arbiter.acquire(view, etcdEpoch, this.config.guest.listen))) {
+        throw new OpsRefusal(409, "another node took the etcd leader key first");
+      }
+    }
+    await this.promote(force ? "manual_forced" : "manual", force, etcdEpoch);
     return { role: this.role.name, epoch: this.currentEpoch };
   }
 
