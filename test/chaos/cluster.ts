@@ -35,6 +35,7 @@ export interface ClusterOptions {
   readonly etcd?: Record<NodeName, string>;
   /** Milliseconds since the run's start (the harness's clock). */
   readonly now: () => number;
+  readonly log: (msg: string) => void;
 }
 
 export class Cluster {
@@ -138,6 +139,7 @@ export class Cluster {
     };
     this.instances.push(instance);
     this.live.set(n, { spawned, instance });
+    this.options.log(`started ${this.nodeId(n)} instance ${index} (pid ${spawned.pid})`);
     const undo = this.cleanup.add({
       name: `vgpud ${n}-${index} (pid ${spawned.pid})`,
       run: async () => {

@@ -132,11 +132,19 @@ export class Monitor {
     }
   }
 
-  /** The node serving as a healthy primary with a healthy standby, if the pair is healthy. */
-  healthyPrimary(maxAgeMs = 600): NodeName | undefined {
+  /**
+   * The node serving as a healthy primary with a healthy standby (its replica), if the pair is
+   * healthy by statuses of the running processes taken since `notBeforeMs`.
+   */
+  healthyPrimary(notBeforeMs = 0, maxAgeMs = 600): NodeName | undefined {
     const now = this.now();
     const fresh = NODE_NAMES.map((n) => this.latestOf.get(n)).filter(
-      (s): s is StatusSample => s?.reachable === true && now - s.atMs <= maxAgeMs,
+      (s): s is StatusSample =>
+        s?.reachable === true &&
+        now - s.atMs <= maxAgeMs &&
+        s.atMs >= notBeforeMs &&
+        this.cluster.state(s.node) === "running" &&
+        s.pid === this.cluster.pid(s.node),
     );
     if (fresh.length !== 2) return undefined;
     const primary = fresh.find(

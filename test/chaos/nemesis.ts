@@ -140,6 +140,7 @@ export interface NemesisOptions {
   readonly now: () => number;
   /** The pair must be healthy again within this after each fault. */
   readonly recoverTimeoutMs: number;
+  readonly log: (msg: string) => void;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -149,6 +150,7 @@ export class Nemesis {
   private stopped = false;
   private readonly restarts = new Set<Promise<void>>();
   private readonly restarting = new Set<NodeName>();
+  private healedAtMs = 0;
   /** A liveness failure: the pair did not recover in time (then no further fault). */
   stuck: string | undefined;
 
@@ -194,7 +196,7 @@ export class Nemesis {
   async waitHealthy(): Promise<NodeName | undefined> {
     const deadline = this.o.now() + this.o.recoverTimeoutMs;
     while (this.o.now() < deadline && !this.stopped) {
-      const p = this.o.monitor.healthyPrimary();
+      const p = this.o.monitor.healthyPrimary(this.notBeforeMs());
       if (p !== undefined) return p;
       // A node that died on its own is restarted too, as systemd would.
       for (const n of ["a", "b"] as const) {
@@ -205,13 +207,23 @@ export class Nemesis {
       }
       await sleep(50);
     }
-    return this.o.monitor.healthyPrimary();
+    return this.o.monitor.healthyPrimary(this.notBeforeMs());
+  }
+
+  /** Statuses from before the last fault was undone say nothing about recovery. */
+  private notBeforeMs(): number {
+    const last = this.records.at(-1);
+    return Math.max(last?.endMs ?? 0, last?.startMs ?? 0, this.healedAtMs);
   }
 
   /** Sets recoveredMs on the last fault once the pair is healthy again. */
   markRecovered(): void {
     const last = this.records.at(-1);
-    if (last && last.recoveredMs === undefined && this.o.monitor.healthyPrimary() !== undefined) {
+    if (
+      last &&
+      last.recoveredMs === undefined &&
+      this.o.monitor.healthyPrimary(this.notBeforeMs()) !== undefined
+    ) {
       last.recoveredMs = this.o.now();
     }
   }
@@ -228,14 +240,18 @@ export class Nemesis {
     const failover = this.watchFailover(r);
     switch (p.kind) {
       case "kill":
-      case "kill-standby":
+      case "kill-standby": {
+        const pid = cluster.pid(target);
         await cluster.kill(target);
-        r.applied = `SIGKILL ${cluster.nodeId(target)} (pid ${cluster.instances.at(-1)?.pid})`;
+        r.applied = `SIGKILL ${cluster.nodeId(target)} (pid ${pid})`;
+        this.applied(r);
         if (this.o.restart) this.restartLater(target, p.restartDelayMs, r);
         break;
+      }
       case "pause":
         cluster.pause(target);
         r.applied = `SIGSTOP ${cluster.nodeId(target)} for ${p.holdMs} ms`;
+        this.applied(r);
         await sleep(p.holdMs);
         cluster.resume(target);
         r.endMs = this.o.now();
@@ -245,8 +261,9 @@ export class Nemesis {
         await hosts.partition(side);
         r.applied =
           side === "both"
-            ? "both ways"
+            ? "partition both ways"
             : `packets from ${cluster.nodeId(side)} to ${cluster.nodeId(peerOf(side))} dropped`;
+        this.applied(r);
         await sleep(p.holdMs);
         await hosts.heal();
         r.endMs = this.o.now();
@@ -254,6 +271,7 @@ export class Nemesis {
       }
       case "netem":
         r.applied = await hosts.degrade(p.degrade!);
+        this.applied(r);
         await sleep(p.holdMs);
         await hosts.restore();
         r.endMs = this.o.now();
@@ -261,9 +279,22 @@ export class Nemesis {
     }
     // Kills and pauses of the primary must end in a failover; wait for it before the next.
     if (p.kind === "kill" || p.kind === "pause") await failover;
+    if (r.failoverMs !== undefined) {
+      this.o.log(
+        `fault #${p.index}: ${r.newPrimary} acknowledged at epoch ${r.newEpoch} after ${Math.round(r.failoverMs)} ms`,
+      );
+    }
   }
 
-  /** Records the first acknowledgement of an epoch above the one before the fault. */
+  private applied(r: FaultRecord): void {
+    this.o.log(`fault #${r.plan.index} ${r.plan.kind}: ${r.applied}`);
+  }
+
+  /**
+   * Records the first acknowledgement of an epoch above the one before the fault, up to 30 s
+   * after it and no later than a second after the pair was healthy again (a later epoch
+   * belongs to the next fault).
+   */
   private async watchFailover(r: FaultRecord): Promise<void> {
     const { acks } = this.o;
     const start = r.startMs!;
@@ -272,6 +303,7 @@ export class Nemesis {
     while (this.o.now() < deadline) {
       for (; i < acks.length; i++) {
         const a = acks[i]!;
+        if (r.recoveredMs !== undefined && a.atMs > r.recoveredMs + 1000) return;
         if (a.epoch > r.epochBefore!) {
           r.failoverMs = a.atMs - start;
           r.newPrimary = a.nodeId;
@@ -279,6 +311,7 @@ export class Nemesis {
           return;
         }
       }
+      if (r.recoveredMs !== undefined && this.o.now() > r.recoveredMs + 1000) return;
       await sleep(20);
     }
   }
@@ -314,6 +347,7 @@ export class Nemesis {
       if (cluster.state(n) === "down") await cluster.start(n);
     }
     const healedMs = this.o.now();
+    this.healedAtMs = healedMs;
     const healthy = (await this.waitHealthy()) !== undefined;
     this.markRecovered();
     return { healedMs, healthy };

@@ -110,6 +110,7 @@ async function chaos(
     if (!bin)
       throw new SetupError("--lease etcd needs the etcd binary (Debian package etcd-server)");
     etcd = await startEtcd(bin, { hosts: hosts.etcdHosts });
+    log(`started etcd (pid ${etcd.process.pid})`);
     const server = etcd;
     cleanup.add({
       name: "etcd",
@@ -126,6 +127,7 @@ async function chaos(
       mode: o.mode,
       ...(etcd ? { etcd: { a: etcdOf("a")!, b: etcdOf("b")! } } : {}),
       now,
+      log,
     },
     cleanup,
   );
@@ -181,6 +183,7 @@ async function chaos(
     restart: o.faults.includes("restart"),
     now,
     recoverTimeoutMs: 60_000,
+    log,
   });
   setNemesis(nemesis);
   const progress = setInterval(() => {
@@ -194,12 +197,6 @@ async function chaos(
   const faultsUntilMs = loadStartMs + o.durationS * 1000;
   await sleep(1000);
   await nemesis.run(plan, faultsUntilMs);
-  for (const r of nemesis.records) {
-    if (r.startMs !== undefined)
-      log(
-        `fault #${r.plan.index} ${r.plan.kind}: ${r.applied ?? ""}${r.failoverMs === undefined ? "" : `, failover ${Math.round(r.failoverMs)} ms`}`,
-      );
-  }
   while (now() < faultsUntilMs && !interrupted()) await sleep(100);
   if (interrupted()) return 130;
 
