@@ -12,6 +12,21 @@ import type { Ack, FrameRecord, SessionHistory } from "./history.js";
 
 /** An increment of the counter every this many workload frames. */
 const INCREMENT_EVERY = 4;
+/**
+ * A session's workload comes in segments of this many frames, each a fresh seeded workload
+ * whose contexts are destroyed at its end. Generating one takes tens of milliseconds; one for a
+ * whole long run would block the harness (its link proxies, its clocks) for a second.
+ */
+const SEGMENT_FRAMES = 1500;
+
+const segmentSeed = (sessionSeed: number, segment: number) =>
+  (sessionSeed + segment * 15_485_863) >>> 0;
+
+function segmentSteps(sessionSeed: number, segment: number): WorkloadStep[] {
+  return wireWorkload(segmentSeed(sessionSeed, segment), SEGMENT_FRAMES).steps.filter(
+    clientAccepts,
+  );
+}
 
 export interface LoadOptions {
   readonly endpoints: readonly string[];
@@ -21,8 +36,6 @@ export interface LoadOptions {
   /** Frames a second, all sessions together. */
   readonly rate: number;
   readonly seed: number;
-  /** Enough workload for this long (frames run out after, the session then idles). */
-  readonly durationS: number;
   /** The run's clock (ms). */
   readonly now: () => number;
 }
@@ -92,12 +105,17 @@ export class GuestLoad {
   private readonly live = new Map<number, LiveSession>();
   private readonly loops: Promise<void>[] = [];
   private stopping = false;
-  private readonly framesPerSession: number;
+  /** The first segment of each slot's first session, made before the load starts. */
+  private readonly firstSegments = new Map<number, WorkloadStep[]>();
 
   constructor(private readonly options: LoadOptions) {
-    this.framesPerSession = Math.ceil(
-      (options.rate / options.sessions) * (options.durationS + 120),
-    );
+    for (let slot = 0; slot < options.sessions; slot++) {
+      this.firstSegments.set(slot, segmentSteps(this.sessionSeed(slot, 0), 0));
+    }
+  }
+
+  private sessionSeed(slot: number, generation: number): number {
+    return (this.options.seed + slot * 7919 + generation * 104_729) >>> 0;
   }
 
   start(): this {
@@ -126,7 +144,7 @@ export class GuestLoad {
         await new Promise((r) => setTimeout(r, 250));
         continue;
       }
-      const seed = (this.options.seed + slot * 7919 + generation * 104_729) >>> 0;
+      const seed = this.sessionSeed(slot, generation);
       const history: SessionHistory = {
         slot,
         generation,
@@ -230,11 +248,37 @@ export class GuestLoad {
         ],
       },
     };
-    const steps = wireWorkload(history.seed, this.framesPerSession).steps.filter(clientAccepts);
+    for (let segment = 0; !this.stopping && !history.failure; segment++) {
+      const first = history.generation === 0 && segment === 0;
+      const steps =
+        (first ? this.firstSegments.get(history.slot) : undefined) ??
+        segmentSteps(history.seed, segment);
+      const contexts = await this.runSegment(live, pace, steps, increment);
+      // The segment's contexts go, so that state stays bounded over a long run.
+      for (const context of new Set(contexts.values())) {
+        await pace();
+        if (this.stopping || history.failure) return;
+        void this.send(
+          live,
+          { kind: "call", call: { op: "contextDestroy", context } },
+          "contextDestroy",
+        );
+      }
+    }
+  }
+
+  /** Sends one segment's frames (with increments); its context handles, predicted → real. */
+  private async runSegment(
+    live: LiveSession,
+    pace: () => Promise<void>,
+    steps: readonly WorkloadStep[],
+    increment: FrameBody,
+  ): Promise<Map<number, number>> {
+    const { history } = live;
     const contexts = new Map<number, number>();
     for (const [i, step] of steps.entries()) {
       await pace();
-      if (this.stopping || history.failure) return;
+      if (this.stopping || history.failure) break;
       if (i % INCREMENT_EVERY === 0) void this.send(live, increment, "increment");
       const body = translate(step.frame.body, contexts);
       const sent = this.send(live, body, kindOf(body));
@@ -246,7 +290,7 @@ export class GuestLoad {
         }
       }
     }
-    while (!this.stopping && !history.failure) await pace();
+    return contexts;
   }
 
   /** Stops sending; resolves when every frame sent has settled (or timeoutMs passed). */

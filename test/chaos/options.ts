@@ -68,9 +68,11 @@ function program(): Command {
       new Option("--lease <lease>", "lease mode").choices(["peer", "etcd"]).default("peer"),
     )
     .option("--duration <seconds>", "fault phase length", integer("--duration", 5, 86_400), 60)
-    .option("--faults <list>", `comma-separated, of ${FAULT_KINDS.join(",")}`, faultList, [
-      ...FAULT_KINDS,
-    ] as FaultKind[])
+    .addOption(
+      new Option("--faults <list>", `comma-separated, of ${FAULT_KINDS.join(",")}`)
+        .argParser(faultList)
+        .default([...FAULT_KINDS] as FaultKind[], "all"),
+    )
     .option(
       "--seed <n>",
       "seed of the schedule and the workloads",

@@ -140,6 +140,16 @@ async function chaos(
   log(`schedule (in order, each once the pair is healthy again, until ${o.durationS} s):`);
   for (const p of plan) log(`  #${p.index} after ${p.quietMs} ms quiet: ${describePlan(p)}`);
 
+  // Workloads are generated before the pair runs (it takes a moment of CPU).
+  const load = new GuestLoad({
+    endpoints: NODE_NAMES.map((n) => hosts.placement[n].guestListen),
+    tenant: GUEST.tenant,
+    token: GUEST.token,
+    sessions: o.sessions,
+    rate: o.rate,
+    seed: o.seed,
+    now,
+  });
   // The standby first, then the primary (it finds its standby at once).
   try {
     await cluster.start("b");
@@ -165,16 +175,7 @@ async function chaos(
     );
   }
   log(`pair healthy: primary ${cluster.nodeId(monitor.healthyPrimary()!)}`);
-  const load = new GuestLoad({
-    endpoints: NODE_NAMES.map((n) => hosts.placement[n].guestListen),
-    tenant: GUEST.tenant,
-    token: GUEST.token,
-    sessions: o.sessions,
-    rate: o.rate,
-    seed: o.seed,
-    durationS: o.durationS,
-    now,
-  }).start();
+  load.start();
   const nemesis = new Nemesis({
     cluster,
     hosts,
