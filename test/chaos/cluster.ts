@@ -1,7 +1,7 @@
 // The two vgpud nodes of a chaos run: their configs, their processes (each start a new
 // instance with its own log file; the state directory, so the persisted epoch, survives), and
 // the signals the nemesis sends. Every process is registered with the Cleanup.
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
 import type { Cleanup } from "./cleanup.js";
@@ -89,6 +89,10 @@ export class Cluster {
       }
     }
     mkdirSync(options.dir, { recursive: true });
+    // A node still starting when the run is interrupted is not registered yet: find it by its
+    // config file, which lives in this run's directory.
+    const strays = () => killStrays(options.dir);
+    cleanup.add({ name: "nodes still starting", run: strays, sync: strays });
     return new Cluster(options, configs, cleanup);
   }
 
@@ -209,5 +213,25 @@ export class Cluster {
         await spawned.stop(3000);
       }),
     );
+  }
+}
+
+/** SIGKILLs every process whose command line names a file in `dir` (this run's nodes). */
+function killStrays(dir: string): void {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    let cmdline = "";
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+    } catch {
+      continue;
+    }
+    if (!cmdline.split("\0").some((arg) => arg.startsWith(`${dir}/`))) continue;
+    try {
+      process.kill(Number(entry), "SIGCONT");
+      process.kill(Number(entry), "SIGKILL");
+    } catch {
+      // gone
+    }
   }
 }

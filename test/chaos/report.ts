@@ -34,6 +34,8 @@ export interface Report {
   }[];
   readonly faultCounts: Record<string, number>;
   readonly failoverMs: ReturnType<typeof percentiles> | null;
+  /** The same per kind of fault (kill, pause; partitions that led to one too). */
+  readonly failoverMsByKind: Record<string, ReturnType<typeof percentiles>>;
   readonly counts: Counts;
   readonly verdicts: readonly Verdict[];
   readonly stepDowns: readonly StepDown[];
@@ -109,8 +111,12 @@ export function markdown(r: Report): string {
         .join(", ") || "none"
     } |`,
   );
+  const byKind = Object.entries(r.failoverMsByKind)
+    .map(([k, v]) => (v ? `${k} p50 ${v.p50} / p99 ${v.p99} / max ${v.max} ms (${v.n})` : ""))
+    .filter((x) => x !== "")
+    .join("; ");
   lines.push(
-    `| failover (fault → first ack on the new primary) | ${f ? `p50 ${f.p50} ms, p99 ${f.p99} ms, max ${f.max} ms (${f.n} failovers)` : "no failover"} |`,
+    `| failover (fault → first ack on the new primary) | ${f ? `p50 ${f.p50} ms, p99 ${f.p99} ms, max ${f.max} ms (${f.n} kills and pauses)` : "no failover"}${byKind ? `; by fault: ${byKind}` : ""} |`,
   );
   lines.push(
     `| frames acknowledged | ${c.framesAcknowledged} of ${c.framesSent} sent (${c.incrementsAcknowledged} increments) |`,

@@ -309,6 +309,16 @@ async function chaos(
     faults: faultSummaries(nemesis.records, (r) => maxAckGap(load.acks, r)),
     faultCounts,
     failoverMs: percentiles(failovers) ?? null,
+    failoverMsByKind: Object.fromEntries(
+      ["kill", "pause", "partition", "netem", "kill-standby"].map((kind) => [
+        kind,
+        percentiles(
+          nemesis.records
+            .filter((r) => r.plan.kind === kind && r.failoverMs !== undefined)
+            .map((r) => Math.round(r.failoverMs!)),
+        ),
+      ]),
+    ),
     counts,
     verdicts,
     stepDowns: logs.stepDowns,
