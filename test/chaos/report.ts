@@ -148,7 +148,7 @@ export function markdown(r: Report): string {
   if (r.notes.length > 0) lines.push("", "## Notes", "", ...r.notes.map((n) => `- ${n}`));
   lines.push(
     "",
-    "Timeline: [timeline.svg](timeline.svg). Every frame: history.jsonl. Node logs: nodes/.",
+    "Timeline: [timeline.svg](timeline.svg). Every frame: history.jsonl; every status poll: status.jsonl; node logs: nodes/.",
     "",
   );
   return lines.join("\n");

@@ -327,6 +327,10 @@ async function chaos(
   };
   writeReport(out, report, load.sessions);
   writeFileSync(
+    join(out, "status.jsonl"),
+    `${monitor.samples.map((x) => JSON.stringify({ ...x, atMs: Math.round(x.atMs) })).join("\n")}\n`,
+  );
+  writeFileSync(
     join(out, "timeline.svg"),
     timelineSvg({
       samples: monitor.samples,

@@ -6,13 +6,17 @@ import { NODE_NAMES, type NodeName } from "./hosts.js";
 import type { StatusSample } from "./monitor.js";
 import type { FaultRecord } from "./nemesis.js";
 
-const WIDTH = 1200;
+/** Pixels per second of run (at least the minimum width, at most the maximum). */
+const PX_PER_S = 8;
+const MIN_WIDTH = 1200;
+const MAX_WIDTH = 8000;
+/** Labels closer than this to the previous one in their row are left out. */
+const LABEL_GAP = 30;
 const LEFT = 90;
 const RIGHT = 20;
 const LANE_H = 26;
 const LANE_GAP = 8;
 const CHART_H = 140;
-const BUCKET_MS = 250;
 
 const COLORS: Record<string, { fill: string; label: string }> = {
   leased: { fill: "#2e7d32", label: "primary (leased)" },
@@ -47,6 +51,11 @@ export function timelineSvg(input: {
   readonly title: string;
 }): string {
   const endMs = Math.max(1, input.endMs);
+  const WIDTH = Math.round(
+    Math.min(MAX_WIDTH, Math.max(MIN_WIDTH, LEFT + RIGHT + (endMs / 1000) * PX_PER_S)),
+  );
+  // About one throughput point every 2 px.
+  const BUCKET_MS = Math.max(100, Math.ceil(endMs / ((WIDTH - LEFT - RIGHT) / 2) / 50) * 50);
   const x = (ms: number) =>
     LEFT + (Math.max(0, Math.min(ms, endMs)) / endMs) * (WIDTH - LEFT - RIGHT);
   const lanesTop = 40;
@@ -71,6 +80,7 @@ export function timelineSvg(input: {
     );
     const mine = input.samples.filter((s) => s.node === n);
     let lastEpoch: number | undefined;
+    let lastLabelX = -Infinity;
     for (let j = 0; j < mine.length; ) {
       const s = mine[j]!;
       const st = stateOf(s);
@@ -84,23 +94,31 @@ export function timelineSvg(input: {
     }
     for (const s of mine) {
       if (s.epoch !== undefined && s.epoch !== lastEpoch && s.reachable) {
+        lastEpoch = s.epoch;
+        if (x(s.atMs) - lastLabelX < LABEL_GAP) continue;
+        lastLabelX = x(s.atMs);
         labels.push(
           `<text x="${(x(s.atMs) + 3).toFixed(1)}" y="${y + LANE_H - 8}" fill="white" font-size="11" font-weight="bold">e${s.epoch}</text>`,
         );
-        lastEpoch = s.epoch;
       }
     }
   });
   out.push(...labels);
   // Fault bands across lanes and chart.
+  let lastFaultLabelX = -Infinity;
   for (const f of input.faults) {
     if (f.startMs === undefined) continue;
     const end = Math.max(f.endMs ?? f.startMs, f.startMs + 150);
     const x0 = x(f.startMs);
     out.push(
       `<rect x="${x0.toFixed(1)}" y="${lanesTop - 6}" width="${Math.max(2, x(end) - x0).toFixed(1)}" height="${axisY - lanesTop + 6}" fill="#d32f2f" fill-opacity="0.18" stroke="#d32f2f" stroke-opacity="0.6"><title>${esc(`#${f.plan.index} ${f.description}${f.failoverMs === undefined ? "" : `; failover ${Math.round(f.failoverMs)} ms`}`)}</title></rect>`,
-      `<text x="${(x0 + 2).toFixed(1)}" y="${lanesTop - 9}" font-size="10" fill="#b71c1c">${esc(f.plan.kind)}</text>`,
     );
+    if (x0 - lastFaultLabelX >= LABEL_GAP * 2) {
+      lastFaultLabelX = x0;
+      out.push(
+        `<text x="${(x0 + 2).toFixed(1)}" y="${lanesTop - 9}" font-size="10" fill="#b71c1c">${esc(f.plan.kind)}</text>`,
+      );
+    }
   }
   // Throughput: acknowledgements per bucket, as frames a second.
   const buckets = new Array<number>(Math.ceil(endMs / BUCKET_MS) + 1).fill(0);
