@@ -127,7 +127,7 @@ export function markdown(r: Report): string {
   lines.push(`| frames duplicated | ${c.duplicated} |`);
   lines.push(`| sessions failed | ${c.sessionsFailed} |`);
   lines.push(
-    `| split brain reported | ${c.splitBrainReported.stepDowns} step-downs discarding ${c.splitBrainReported.acknowledgedFrames} acknowledged frames, ${c.splitBrainReported.frames} frames, ${c.splitBrainReported.sessions} sessions |`,
+    `| discarded by step-downs (split brain) | ${c.splitBrainReported.stepDowns} step-downs discarding ${c.splitBrainReported.acknowledgedFrames} acknowledged frames, ${c.splitBrainReported.frames} frames, ${c.splitBrainReported.sessions} sessions |`,
   );
   lines.push(`| replay | \`${p.replay}\` |`, "");
   lines.push("## Checks", "", "| check | | detail |", "|---|---|---|");
