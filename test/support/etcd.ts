@@ -10,6 +10,8 @@ import { freePort } from "@vgpu-ha/daemon";
 export interface EtcdServer {
   /** Client URL, e.g. http://127.0.0.1:23791 */
   readonly endpoint: string;
+  /** The client URL on each host it was asked to listen on (loopback first). */
+  readonly endpoints: readonly string[];
   readonly process: ChildProcess;
   /** SIGSTOP / SIGCONT the server (etcd unreachable but its lease clock keeps running). */
   pause(): void;
@@ -22,11 +24,19 @@ process.on("exit", () => {
   for (const p of live) p.kill("SIGKILL");
 });
 
-export async function startEtcd(binary = "etcd"): Promise<EtcdServer> {
+/**
+ * `hosts`: more addresses to serve clients on, besides 127.0.0.1 (the chaos harness's nodes in
+ * network namespaces reach it on their veth's root-side address), same port.
+ */
+export async function startEtcd(
+  binary = "etcd",
+  options: { hosts?: readonly string[] } = {},
+): Promise<EtcdServer> {
   const dir = mkdtempSync(join(tmpdir(), "vgpu-etcd-"));
   const clientPort = await freePort();
   const peerPort = await freePort();
   const endpoint = `http://127.0.0.1:${clientPort}`;
+  const endpoints = [endpoint, ...(options.hosts ?? []).map((h) => `http://${h}:${clientPort}`)];
   const peer = `http://127.0.0.1:${peerPort}`;
   const child = spawn(
     binary,
@@ -36,7 +46,7 @@ export async function startEtcd(binary = "etcd"): Promise<EtcdServer> {
       "--data-dir",
       join(dir, "data"),
       "--listen-client-urls",
-      endpoint,
+      endpoints.join(","),
       "--advertise-client-urls",
       endpoint,
       "--listen-peer-urls",
@@ -88,6 +98,7 @@ export async function startEtcd(binary = "etcd"): Promise<EtcdServer> {
   }
   return {
     endpoint,
+    endpoints,
     process: child,
     pause: () => child.kill("SIGSTOP"),
     resume: () => child.kill("SIGCONT"),

@@ -26,7 +26,7 @@ export interface WorkloadReport {
 }
 
 /** Deep equality where NaN equals NaN and typed arrays compare by content. */
-function same(a: unknown, b: unknown): boolean {
+export function same(a: unknown, b: unknown): boolean {
   if (Object.is(a, b)) return true;
   if (ArrayBuffer.isView(a) && ArrayBuffer.isView(b)) {
     return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(
@@ -72,7 +72,7 @@ export function wireWorkload(seed: number, frames: number) {
 /** Context handles unknown to the prediction move far above any real one (still u32). */
 const UNKNOWN_SHIFT = 2 ** 30;
 
-function translate(body: FrameBody, contexts: ReadonlyMap<number, number>): FrameBody {
+export function translate(body: FrameBody, contexts: ReadonlyMap<number, number>): FrameBody {
   const real = (predicted: number) =>
     contexts.get(predicted) ??
     (predicted > 0 && predicted < UNKNOWN_SHIFT ? predicted + UNKNOWN_SHIFT : predicted);

@@ -33,6 +33,12 @@ export async function spawnVgpud(options: {
   name?: string;
   startTimeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  /**
+   * A command put before `node vgpud.js …`, e.g. ["ip", "netns", "exec", "ns-a"] to run the
+   * node in a network namespace. It must exec node in its own process, so that `pid` (and the
+   * signals sent to it) are the node's.
+   */
+  wrap?: readonly string[];
 }): Promise<SpawnedNode> {
   const name = options.name ?? String(options.config.nodeId ?? "node");
   mkdirSync(options.dir, { recursive: true });
@@ -41,7 +47,9 @@ export async function spawnVgpud(options: {
   // Each node its own state directory (the epoch file) unless the caller names one.
   const config = { stateDir: join(options.dir, `${name}-state`), ...options.config };
   writeFileSync(configFile, JSON.stringify(config, null, 2));
-  const child = spawn(process.execPath, [VGPUD_BIN, "--config", configFile], {
+  const argv = [process.execPath, VGPUD_BIN, "--config", configFile];
+  const command = [...(options.wrap ?? []), ...argv];
+  const child = spawn(command[0]!, command.slice(1), {
     stdio: ["ignore", "pipe", "pipe"],
     env: options.env ?? process.env,
   });

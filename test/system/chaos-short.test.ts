@@ -1,0 +1,141 @@
+// Runs the chaos harness for real (network namespaces when root with `ip`, else loopback): a
+// short sync, peer-lease run of primary kills and pauses must pass every check, with nothing
+// lost or duplicated; and a run interrupted with SIGINT while its nodes start, or during a
+// fault, must leave no namespace, link or process of its own behind.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+
+const RUN_JS = fileURLToPath(new URL("../dist/chaos/run.js", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "vgpu-chaos-test-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Harness {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  readonly exited: Promise<number | null>;
+}
+
+function harness(args: string[]): Harness {
+  const child = spawn(process.execPath, [RUN_JS, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr!.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? (signal ? 128 : null))),
+  );
+  return { child, output: () => output, exited };
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const sh = (cmd: string) => {
+  try {
+    return execFileSync("sh", ["-c", cmd], { encoding: "utf8" });
+  } catch {
+    return "";
+  }
+};
+
+describe("chaos harness", () => {
+  it("a short sync run with primary kills and pauses passes every check", async () => {
+    const out = join(dir, "short");
+    const h = harness([
+      "--mode",
+      "sync",
+      "--lease",
+      "peer",
+      "--duration",
+      "50",
+      "--faults",
+      "kill,pause,restart",
+      "--seed",
+      "11",
+      "--out",
+      out,
+    ]);
+    const code = await h.exited;
+    if (code !== 0) console.error(h.output().slice(-6000));
+    expect(code).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as {
+      ok: boolean;
+      counts: {
+        lost: number;
+        duplicated: number;
+        framesAcknowledged: number;
+        sessionsFailed: number;
+      };
+      faultCounts: Record<string, number>;
+      verdicts: { name: string; ok: boolean }[];
+      failoverMs: { n: number } | null;
+    };
+    expect(report.ok).toBe(true);
+    expect(report.verdicts.every((v) => v.ok)).toBe(true);
+    expect(report.counts.lost).toBe(0);
+    expect(report.counts.duplicated).toBe(0);
+    expect(report.counts.sessionsFailed).toBe(0);
+    expect(report.counts.framesAcknowledged).toBeGreaterThan(1000);
+    expect(report.faultCounts.kill ?? 0).toBeGreaterThanOrEqual(3);
+    expect(report.faultCounts.pause ?? 0).toBeGreaterThanOrEqual(1);
+    expect(report.failoverMs?.n).toBe(
+      (report.faultCounts.kill ?? 0) + (report.faultCounts.pause ?? 0),
+    );
+    for (const f of ["report.md", "timeline.svg", "history.jsonl"]) {
+      expect(readFileSync(join(out, f), "utf8").length).toBeGreaterThan(100);
+    }
+  }, 150_000);
+
+  it.each([
+    { when: "while its nodes start", mark: /started node-b instance 0/ },
+    { when: "during its first fault", mark: /fault #0 / },
+  ])("interrupted with SIGINT $when, it leaves no namespace, link or process behind", async ({
+    when,
+    mark,
+  }) => {
+    const out = join(dir, `interrupted-${when.split(" ").at(-1)}`);
+    const h = harness([
+      "--duration",
+      "300",
+      "--faults",
+      "partition,kill,restart",
+      "--seed",
+      "5",
+      "--out",
+      out,
+    ]);
+    const pid = h.child.pid!;
+    // A partition is held for a while; a killed node is being restarted.
+    const deadline = Date.now() + 60_000;
+    while (!mark.test(h.output()) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(h.output()).toMatch(mark);
+    h.child.kill("SIGINT");
+    expect(await h.exited).toBe(130);
+    expect(h.output()).toMatch(/SIGINT: stopping the run and cleaning up/);
+    const pids = [...h.output().matchAll(/\(pid (\d+)\)/g)].map((m) => Number(m[1]));
+    expect(pids.length).toBeGreaterThanOrEqual(1);
+    for (const p of pids) expect(alive(p), `pid ${p} still alive`).toBe(false);
+    expect(
+      sh("ps -eo args")
+        .split("\n")
+        .filter((l) => l.includes(out)),
+    ).toEqual([]);
+    expect(sh("ip netns list 2>/dev/null")).not.toContain(`vgpu-${pid}-`);
+    expect(sh("ip -o link show 2>/dev/null")).not.toContain(`vg${pid}-`);
+  }, 120_000);
+});
