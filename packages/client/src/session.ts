@@ -204,6 +204,10 @@ export class Session {
     }
     this.epoch = epoch;
     this.nodeId = conn.opened.nodeId;
+    // Reached by a redirect too: the next failover starts from the other endpoint, not from
+    // this one (found by the chaos harness: a stale index sent sessions back to a paused node).
+    const index = this.endpoints.indexOf(conn.endpoint);
+    if (index >= 0) this.endpointIndex = index;
     this.resumes++;
     this.attach(conn);
     this.window.rewind();
