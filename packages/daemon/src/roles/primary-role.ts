@@ -319,6 +319,7 @@ export class PrimaryRole implements Role {
       });
     } else if (
       !this.granted &&
+      this.lease === "leased" && // heartbeats answered: a link that only seems up does not count
       grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
     ) {
       this.granted = true; // from now on only what the standby confirms goes out
