@@ -160,6 +160,11 @@ export class GuestService {
     };
   }
 
+  /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
+  get busy(): boolean {
+    return this.turnScheduled || this.parkTimer !== undefined;
+  }
+
   get openStreams(): number {
     return this.bySession.size;
   }
