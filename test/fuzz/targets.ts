@@ -229,9 +229,9 @@ export function standbyFixture(expectedPrimary?: string) {
     { op: "boAlloc", context: 1, sizeBytes: 4096 },
     { op: "dmaWrite", context: 1, bo: 1, offset: 0, data: Uint8Array.of(1, 2, 3) },
   ];
-  calls.forEach((call, i) =>
-    backend.applyFrame(session, { number: i + 1, body: { kind: "call", call } }),
-  );
+  for (const [i, call] of calls.entries()) {
+    backend.applyFrame(session, { number: i + 1, body: { kind: "call", call } });
+  }
   const receiver = new Receiver(
     { clusterId: "fuzz", nodeId: "standby", backendOptions: STANDBY_OPTIONS },
     5,
@@ -403,15 +403,13 @@ const hostileTenantSequences: FuzzTarget = {
         const run = runWithHostile(workload, hostileEvery, pick);
         // Isolation: every workload frame answered as the generator's model says, as if the
         // hostile session were not there; the GPU state is what the workload alone makes.
-        run.codes.forEach((code, i) =>
-          check(
-            code === workload.steps[i]!.expect.code,
-            `step ${i}: ${code}, expected ${workload.steps[i]!.expect.code}`,
-          ),
-        );
+        for (const [i, code] of run.codes.entries()) {
+          const expected = workload.steps[i]!.expect.code;
+          check(code === expected, `step ${i}: ${code}, expected ${expected}`);
+        }
         const alone = new Backend(backendOptionsFor(workload, 11));
         for (const s of workload.sessions) alone.openSession(s.id, s.tenant);
-        workload.steps.forEach((s) => alone.applyFrame(alone.sessions.get(s.session)!, s.frame));
+        for (const s of workload.steps) alone.applyFrame(alone.sessions.get(s.session)!, s.frame);
         check(
           computeDigest(run.primary).gpu === computeDigest(alone).gpu,
           "the hostile session changed the GPU state",
