@@ -179,6 +179,15 @@ export const STANDBY_SEEDS: readonly Uint8Array[] = (
       heartbeatSentUs: 9,
       checkpoints: [{ requestId: 1, seq: 4, equal: true, digest: "ab" }],
     },
+    {
+      kind: "ack",
+      epoch: 3,
+      appliedSeq: 1_000_000, // more than the primary ever logged
+      snapshotId: 0,
+      snapshotChunk: 0,
+      heartbeatSentUs: 10,
+      checkpoints: [],
+    },
     { kind: "resync", epoch: 3, reason: "gap", fromSeq: 5, detail: "got 7" },
     { kind: "error", epoch: 3, code: ErrorCode.STALE_EPOCH, message: "old" },
   ] satisfies StandbyMessage[]

@@ -17,7 +17,7 @@ import {
 } from "@vgpu-ha/common";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
 import { backendOptionsFor, generateWorkload, type Workload } from "@vgpu-ha/gpu-model/testing";
-import { Sequencer } from "@vgpu-ha/primary";
+import { Sender, Sequencer } from "@vgpu-ha/primary";
 import { guestHarness } from "@vgpu-ha/primary/testing";
 import { applyEntry, Receiver, StandbyLink } from "@vgpu-ha/standby";
 import fc from "fast-check";
@@ -305,6 +305,54 @@ export function helloOf(clusterId: string, nodeId: string, epoch: number): wire.
   });
 }
 
+// ---- the primary's end: what a standby answers ----
+
+const answersToPrimary: FuzzTarget = {
+  name: "replication-standby-answers",
+  defaultRuns: 500,
+  property: () =>
+    fc.property(fc.array(hostileBytes(STANDBY_SEEDS), { minLength: 1, maxLength: 8 }), (all) => {
+      const log = new ReplicationLog();
+      for (let i = 0; i < 4; i++)
+        log.append({ kind: "sessionOpen", sessionId: `s${i}`, tenant: "a" }, 0);
+      const sender = new Sender(
+        {
+          clusterId: "fuzz",
+          nodeId: "primary",
+          maxBatchEntries: 16,
+          maxBatchBytes: 1 << 16,
+          maxInflightEntries: 64,
+          maxInflightBytes: 1 << 20,
+          snapshotWindowChunks: 2,
+          heartbeatMs: 10,
+          retransmitMs: 100,
+          retainBytes: 1 << 20,
+        },
+        log,
+        () => ({
+          snapshotId: 1,
+          atSeq: log.lastSeq,
+          next: () => undefined,
+          release: () => undefined,
+        }),
+        3,
+      );
+      sender.connected(0);
+      let now = 0;
+      for (const bytes of all) {
+        now += 7;
+        sender.poll(now);
+        const w = parse(() => fromBinary(wire.StandbyMessageSchema, bytes));
+        const m = w && decodeStandbyMessage(w);
+        if (m && !(m instanceof MalformedError)) sender.step(m, now);
+        sender.takeEvents();
+        // Whatever a standby says, the primary never believes more applied than it logged.
+        check(sender.appliedSeq <= log.lastSeq, `applied ${sender.appliedSeq} > ${log.lastSeq}`);
+        check(log.lastSeq === 4, "the log changed");
+      }
+    }) as unknown as Prop,
+};
+
 // ---- two tenants and a hostile one, through the primary's sequencer and a replica ----
 
 const HOSTILE = "t9";
@@ -439,5 +487,6 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   framesOnGuestPort,
   strangerOnReplicationPort,
   entriesFromPrimary,
+  answersToPrimary,
   hostileTenantSequences,
 ];
