@@ -10,6 +10,7 @@ import {
   decodeFrame,
   decodePrimaryMessage,
   decodeStandbyMessage,
+  type Entry,
   ErrorCode,
   MalformedError,
   ReplicationLog,
@@ -220,7 +221,10 @@ const STANDBY_OPTIONS: BackendOptions = {
 };
 
 /** A standby at epoch 5 holding a replica at seq 4 (a session of a with a context and data). */
-export function standbyFixture(expectedPrimary?: string) {
+export function standbyFixture(
+  expectedPrimary?: string,
+  apply?: (backend: Backend, entry: Entry) => ReturnType<typeof applyEntry>,
+) {
   const backend = new Backend(STANDBY_OPTIONS);
   const session = backend.openSession("s1", "a");
   if ("code" in session) throw new Error(session.message);
@@ -233,7 +237,12 @@ export function standbyFixture(expectedPrimary?: string) {
     backend.applyFrame(session, { number: i + 1, body: { kind: "call", call } });
   }
   const receiver = new Receiver(
-    { clusterId: "fuzz", nodeId: "standby", backendOptions: STANDBY_OPTIONS },
+    {
+      clusterId: "fuzz",
+      nodeId: "standby",
+      backendOptions: STANDBY_OPTIONS,
+      ...(apply ? { apply } : {}),
+    },
     5,
   );
   receiver.adopt(backend, 4);
@@ -281,7 +290,15 @@ const entriesFromPrimary: FuzzTarget = {
   defaultRuns: 500,
   property: () =>
     fc.property(fc.array(hostileBytes(ENTRY_SEEDS), { minLength: 1, maxLength: 5 }), (all) => {
-      const { receiver, link } = standbyFixture();
+      // Every entry applied must be the replica's next: none twice, none skipped.
+      const outOfOrder: string[] = [];
+      const fixture = standbyFixture(undefined, (backend, entry) => {
+        if (entry.seq !== fixture.receiver.appliedSeq + 1) {
+          outOfOrder.push(`${entry.seq} after ${fixture.receiver.appliedSeq}`);
+        }
+        return applyEntry(backend, entry);
+      });
+      const { receiver, link } = fixture;
       const call = new FakeCall();
       link.accept(call as never);
       call.emit("data", helloOf("fuzz", "primary", 5));
@@ -290,10 +307,14 @@ const entriesFromPrimary: FuzzTarget = {
         const m = parse(() => fromBinary(wire.PrimaryMessageSchema, bytes));
         if (m) call.emit("data", m);
       }
-      // Garbage from the primary itself: applied in order, or a gap, or divergence — a
-      // state the standby reports; never a throw, never a seq applied twice or skipped.
-      check(["replica", "diverged"].includes(receiver.state), `state ${receiver.state}`);
-      check(receiver.appliedSeq >= 4, "went back");
+      // Garbage from the primary itself: applied in order, a gap (resend asked), divergence
+      // (resync asked), or a snapshot begun or failed — states the standby reports; never a
+      // throw, never an entry out of order.
+      check(
+        ["replica", "diverged", "snapshot", "empty"].includes(receiver.state),
+        `state ${receiver.state}`,
+      );
+      check(outOfOrder.length === 0, `applied out of order: ${outOfOrder.join(", ")}`);
     }) as unknown as Prop,
 };
 
