@@ -1,7 +1,7 @@
 // Proves one tenant cannot starve another (issue 7): a real vgpud serves a normal guest, whose
 // throughput is measured alone and then while a hostile tenant's process floods the node with
 // frames it must refuse (allocations over quota, oversize DMAs, launches above the work limit)
-// and storms it with session opens. Alone and beside the flood alternate, twice each, in one
+// and storms it with session opens. Alone and beside the flood alternate, four times each, in one
 // test, and the normal guest must keep at least 80 % of its throughput alone (a ratio, so the
 // test holds on a slow or busy machine). The hostile guest must really have been refused, with
 // the limits' own codes.
@@ -17,7 +17,7 @@ const HOSTILE_BIN = fileURLToPath(new URL("../dist/support/hostile-guest.js", im
 const NORMAL = { name: "normal", token: "normal-token-0001", vramQuotaBytes: "64MiB", boQuota: 64 };
 const HOSTILE = { name: "mallory", token: "mallory-token-01", vramQuotaBytes: "1MiB", boQuota: 4 };
 const PHASE_MS = 1500;
-const ROUNDS = 2;
+const ROUNDS = 4;
 const FLOATS = 4096;
 
 let started: Awaited<ReturnType<typeof startNode>>;
