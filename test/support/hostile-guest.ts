@@ -1,15 +1,19 @@
 // A hostile guest, run as its own process so its own work does not slow the test's normal
-// guest: `node test/dist/support/hostile-guest.js ENDPOINT TENANT TOKEN`. It opens a session and
-// floods it, without waiting for answers, with frames a node must refuse — allocations over the
-// tenant's quota, DMAs above limits.maxDmaBytes, launches above device.maxKernelWork — while a
-// second loop storms the node with session opens (each one closed again when it opens). It runs until its stdin closes, then prints
-// one JSON line: the codes it was answered with, counted.
+// guest: `node test/dist/support/hostile-guest.js ENDPOINT TENANT TOKEN [flood|storm|both]`.
+// It opens a session, makes a context and three buffers, and says `ready`. On a line `go` on
+// stdin it floods that session, keeping up to WINDOW_FRAMES unanswered, with frames a node must
+// refuse — allocations over the tenant's quota, DMAs above limits.maxDmaBytes, launches above
+// device.maxKernelWork — while STORM_LOOPS loops storm the node with session opens (each one
+// closed again when it opens). On `pause` it stops sending and says `idle` once everything it
+// sent is answered. When stdin closes it closes its session and prints one JSON line: the codes
+// it was answered with, counted.
+
+import { createInterface } from "node:readline";
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { type Call, createClient, ErrorCode, encodeFrame, errorName, wire } from "@vgpu-ha/common";
 
 const [endpoint, tenant, token] = process.argv.slice(2) as [string, string, string];
-if (process.argv[5] === "storm") process.stdout.write("flooding\n");
 const FRAMES_PER_MESSAGE = 64;
 /** Session opens in flight at once. */
 const STORM_LOOPS = 8;
@@ -19,8 +23,18 @@ const counts: Record<string, number> = {};
 const count = (name: string, n = 1) => {
   counts[name] = (counts[name] ?? 0) + n;
 };
+const mode = process.argv[5] ?? "both";
 let stopping = false;
+let active = false;
 const onStop: (() => void)[] = [];
+/** Called when the flood or the storm may have gone quiet. */
+const onQuiet: (() => void)[] = [];
+let unansweredFrames = 0;
+let opensInFlight = 0;
+let wake: () => void = () => undefined;
+let activated = new Promise<void>((resolve) => {
+  wake = resolve;
+});
 
 const client = createClient(wire.Guest, endpoint, grpc.credentials.createInsecure(), {
   "grpc.max_send_message_length": 64 << 20,
@@ -82,7 +96,7 @@ function flood(): Promise<void> {
     let context = 0;
     let ready = false;
     const pump = () => {
-      while (!stopping && ready && next - 1 - answered < WINDOW_FRAMES) {
+      while (!stopping && active && ready && next - 1 - answered < WINDOW_FRAMES) {
         const calls = Array.from({ length: FRAMES_PER_MESSAGE }, (_, k) =>
           hostileCall(next + k, context),
         );
@@ -102,11 +116,15 @@ function flood(): Promise<void> {
           }
         }
         answered = Number(m.kind.value.ackedThrough);
+        unansweredFrames = next - 1 - answered;
         if (!ready && answered >= 4) {
           ready = true;
-          process.stdout.write("flooding\n");
+          flooder = pump;
+          say("ready");
         }
         pump();
+        unansweredFrames = next - 1 - answered;
+        for (const q of onQuiet) q();
       } else if (m.kind.case === "error") {
         count(`session:${errorName(m.kind.value.code)}`);
       }
@@ -119,9 +137,14 @@ function flood(): Promise<void> {
   });
 }
 
-/** Session opens, one after another without pause; each answer counted, each stream dropped. */
+/** Session opens, one after another without pause; each answer counted, each stream closed. */
 async function storm(): Promise<void> {
   while (!stopping) {
+    if (!active) {
+      await activated;
+      continue;
+    }
+    opensInFlight++;
     await new Promise<void>((resolve) => {
       const stream = client.session();
       stream.on("data", (m: wire.NodeMessage) => {
@@ -136,15 +159,45 @@ async function storm(): Promise<void> {
       stream.on("end", () => resolve());
       open(stream);
     });
+    opensInFlight--;
+    for (const q of onQuiet) q();
   }
 }
 
+const say = (line: string) => process.stdout.write(`${line}\n`);
+let flooder: () => void = () => undefined;
+
+/** Says idle once nothing it sent is unanswered. */
+function sayWhenIdle(): void {
+  const check = () => {
+    if (active || unansweredFrames > 0 || opensInFlight > 0) return;
+    onQuiet.splice(onQuiet.indexOf(check), 1);
+    say("idle");
+  };
+  onQuiet.push(check);
+  check();
+}
+
+createInterface({ input: process.stdin }).on("line", (line) => {
+  if (line === "go" && !active) {
+    active = true;
+    wake();
+    flooder();
+  } else if (line === "pause" && active) {
+    active = false;
+    activated = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    sayWhenIdle();
+  }
+});
 process.stdin.on("close", () => {
   stopping = true;
+  active = false;
+  wake();
   for (const stop of onStop) stop();
 });
-process.stdin.resume();
-const mode = process.argv[5] ?? "both";
+if (mode === "storm") say("ready");
 await Promise.all([
   mode !== "storm" ? flood() : Promise.resolve(),
   ...(mode !== "flood" ? Array.from({ length: STORM_LOOPS }, () => storm()) : []),
