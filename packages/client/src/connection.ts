@@ -1,7 +1,13 @@
 // One gRPC stream to one node for a session: open (or resume) it and wait for Opened.
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import { createClient, ErrorCode, type ServiceClient, wire } from "@vgpu-ha/common";
+import {
+  certificateNames,
+  createClient,
+  ErrorCode,
+  type ServiceClient,
+  wire,
+} from "@vgpu-ha/common";
 import { SessionClosedError } from "./errors.js";
 
 export type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
@@ -22,14 +28,60 @@ export class RedirectError extends SessionClosedError {
   }
 }
 
+/** TLS to the guest port: the CA to trust, a client certificate, the server's expected name. */
+export interface GuestTls {
+  /** PEM of the CA that signed the nodes' certificates. */
+  readonly ca: string | Buffer;
+  /** PEM of this guest's certificate and key (for a node with guest.tls mutual, or a tenant known by its certificate). */
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+  /**
+   * The name the node's certificate must carry (CN or DNS subjectAltName); default: the host
+   * of the endpoint, checked the usual way.
+   */
+  readonly serverName?: string;
+}
+
+/** How a guest dials: plaintext, or TLS with `tls`. */
+export function guestChannel(tls: GuestTls | undefined): {
+  credentials: grpc.ChannelCredentials;
+  options: grpc.ChannelOptions;
+} {
+  if (tls === undefined) return { credentials: grpc.credentials.createInsecure(), options: {} };
+  const pem = (v: string | Buffer | undefined) =>
+    v === undefined ? null : Buffer.isBuffer(v) ? v : Buffer.from(v);
+  const name = tls.serverName;
+  const credentials = grpc.credentials.createSsl(
+    pem(tls.ca),
+    pem(tls.key),
+    pem(tls.cert),
+    name === undefined
+      ? {}
+      : {
+          checkServerIdentity: (_host, cert) => {
+            const names = certificateNames(cert);
+            return names.includes(name)
+              ? undefined
+              : new Error(`node certificate names ${names.join(", ") || "nothing"}, not ${name}`);
+          },
+        },
+  );
+  return {
+    credentials,
+    options: name === undefined ? {} : { "grpc.ssl_target_name_override": name },
+  };
+}
+
 export async function connect(
   endpoint: string,
   open: { tenant: string; token: string; resumeSessionId?: string },
   maxMessageBytes: number,
   timeoutMs: number,
   keepaliveMs = 500,
+  channel = guestChannel(undefined),
 ): Promise<Connection> {
-  const client = createClient(wire.Guest, endpoint, grpc.credentials.createInsecure(), {
+  const client = createClient(wire.Guest, endpoint, channel.credentials, {
+    ...channel.options,
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
     // A node that stops answering HTTP/2 pings (paused, host frozen) ends the stream, so the

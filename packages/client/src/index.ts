@@ -1,3 +1,4 @@
+export type { GuestTls } from "./connection.js";
 export { type DemoStep, runDemo } from "./demo/demo-guest.js";
 export { ErrorCode, errorName, SessionClosedError, VgpuError } from "./errors.js";
 export { MappedBuffer } from "./mapped-buffer.js";

@@ -16,7 +16,14 @@ import {
   VgpuError,
   wire,
 } from "@vgpu-ha/common";
-import { type Connection, connect, drop, RedirectError } from "./connection.js";
+import {
+  type Connection,
+  connect,
+  drop,
+  type GuestTls,
+  guestChannel,
+  RedirectError,
+} from "./connection.js";
 import { SessionClosedError } from "./errors.js";
 import { FrameWindow } from "./frame-window.js";
 import { MappedBuffer } from "./mapped-buffer.js";
@@ -28,7 +35,10 @@ export interface SessionOptions {
   /** The nodes of the pair, tried in order after the first fails. */
   readonly endpoints?: readonly string[];
   readonly tenant: string;
+  /** The tenant's token; may be empty when a client certificate (tls.cert) names the tenant. */
   readonly token: string;
+  /** TLS to nodes with guest.tls on; plaintext when left out. */
+  readonly tls?: GuestTls;
   /** Frames sent but not yet acknowledged, at most (the node's guest.maxFramesInFlight or less). */
   readonly maxFramesInFlight?: number;
   /** Frames packed into one gRPC message, at most. */
@@ -62,6 +72,7 @@ export class Session {
   resumes = 0;
   private conn: Connection | undefined;
   private readonly options: SessionOptions;
+  private readonly channel: ReturnType<typeof guestChannel>;
   private readonly endpoints: readonly string[];
   private endpointIndex = 0;
   private readonly window: FrameWindow;
@@ -73,8 +84,14 @@ export class Session {
   private closing = false;
   private closedError: Error | undefined;
 
-  private constructor(conn: Connection, options: SessionOptions, endpoints: readonly string[]) {
+  private constructor(
+    conn: Connection,
+    options: SessionOptions,
+    endpoints: readonly string[],
+    channel: ReturnType<typeof guestChannel>,
+  ) {
     const opened = conn.opened;
+    this.channel = channel;
     this.id = opened.sessionId;
     this.nodeId = opened.nodeId;
     this.epoch = Number(opened.epoch);
@@ -94,6 +111,7 @@ export class Session {
       ...(options.endpoint ? [options.endpoint] : []),
     ];
     if (endpoints.length === 0) throw new Error("Session.open needs endpoint or endpoints");
+    const channel = guestChannel(options.tls);
     let last: unknown;
     for (const endpoint of endpoints) {
       try {
@@ -103,8 +121,9 @@ export class Session {
           options.maxMessageBytes ?? 64 * 1024 * 1024,
           options.connectTimeoutMs ?? 5000,
           options.keepaliveMs,
+          channel,
         );
-        return new Session(conn, options, endpoints);
+        return new Session(conn, options, endpoints, channel);
       } catch (e) {
         last = e;
         if (e instanceof SessionClosedError && FATAL.has(e.code)) throw e;
@@ -160,6 +179,7 @@ export class Session {
           this.options.maxMessageBytes ?? 64 * 1024 * 1024,
           this.options.connectTimeoutMs ?? 1000,
           this.options.keepaliveMs,
+          this.channel,
         );
         if (this.resume(conn)) return;
         drop(conn);

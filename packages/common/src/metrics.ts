@@ -249,6 +249,18 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["code"],
       registers,
     }),
+    tlsRefusals: new Counter({
+      name: "vgpu_tls_refusals_total",
+      help: "Connections refused on a TLS port (guest, replication): failed handshake (plaintext, unknown CA, no certificate), a certificate not signed by the CA, or not naming the peer",
+      labelNames: ["port", "reason"],
+      registers,
+    }),
+    refusalThrottles: new Counter({
+      name: "vgpu_refusal_throttles_total",
+      help: "Times a tenant used up its budget of refused frames (limits.refusedFramesPerSecond) and its frames were held back, by tenant",
+      labelNames: ["tenant"],
+      registers,
+    }),
   };
 }
 

@@ -18,7 +18,11 @@ import {
   type Logger,
   mayAcquire,
   type NodeMetrics,
+  type PeerChannel,
+  peerChannel,
+  readTlsFiles,
   systemClock,
+  type TlsFiles,
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
@@ -29,6 +33,7 @@ import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
+import { tlsRefusalReporter } from "./tls-listener.js";
 import { VERSION } from "./version.js";
 
 export interface NodeAddresses {
@@ -55,6 +60,10 @@ export class VgpuNode implements Supervisor {
   private stopping = false;
   /** Role changes run one after another. */
   private transition: Promise<void> = Promise.resolve();
+  /** The tls files, read and checked at construction (a ConfigError names the bad field). */
+  private readonly tls: TlsFiles | undefined;
+  /** How this node dials its peer: mutual TLS naming peer.name, or plaintext. */
+  private readonly peer: PeerChannel;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -62,6 +71,8 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
+    this.tls = config.tls ? readTlsFiles(config.tls) : undefined;
+    this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
       config.lease.mode === "etcd" && config.role !== "standalone"
         ? new EtcdArbiter(config, log.child({ component: "etcd" }), clock)
@@ -116,6 +127,7 @@ export class VgpuNode implements Supervisor {
       clock: this.clock,
       supervisor: this,
       arbiter: this.arbiter,
+      peerChannel: this.peer,
     };
   }
 
@@ -132,6 +144,18 @@ export class VgpuNode implements Supervisor {
       config.guest.listen,
       config.guest.maxMessageBytes,
       guestService({ session: (stream) => this.role.serveGuest(stream) }),
+      {
+        maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+        ...(this.tls && config.guest.tls !== "off"
+          ? {
+              tls: {
+                files: this.tls,
+                clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
+                onRefused: this.tlsRefusals("guest"),
+              },
+            }
+          : {}),
+      },
     );
     if (config.role !== "standalone") {
       this.replicationServer = await startGrpcServer(
@@ -141,6 +165,16 @@ export class VgpuNode implements Supervisor {
           stream: (call) => this.role.acceptReplication(call),
           probe: (call, callback) => callback(null, this.answerProbe(call.request)),
         }),
+        this.tls
+          ? {
+              tls: {
+                files: this.tls,
+                clientCertificates: "required",
+                peerName: config.peer.name,
+                onRefused: this.tlsRefusals("replication"),
+              },
+            }
+          : {},
       );
     }
     const initial = await this.decideRole();
@@ -160,6 +194,14 @@ export class VgpuNode implements Supervisor {
     };
     this.log.info({ ...addresses, version: VERSION }, "node serving");
     return addresses;
+  }
+
+  private tlsRefusals(port: "guest" | "replication") {
+    return tlsRefusalReporter(
+      port,
+      { warn: (fields, msg) => this.log.warn(fields, msg) },
+      (labels) => this.metrics.tlsRefusals.inc(labels),
+    );
   }
 
   /** The first role: see the comment at the top of this file. */
@@ -216,7 +258,12 @@ export class VgpuNode implements Supervisor {
   async probePeer(): Promise<PeerView | undefined> {
     const address = this.config.peer.replicationAddress;
     if (!address) return undefined;
-    const client = createClient(wire.Replication, address, grpc.credentials.createInsecure());
+    const client = createClient(
+      wire.Replication,
+      address,
+      this.peer.credentials,
+      this.peer.options,
+    );
     try {
       return await new Promise<PeerView | undefined>((resolve) => {
         const request = create(wire.ProbeRequestSchema, {

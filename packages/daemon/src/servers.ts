@@ -8,6 +8,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { addService, type ServiceHandlers, wire } from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
+import { listenTls, type TlsListener, type TlsPortOptions } from "./tls-listener.js";
 
 export interface GrpcServer {
   readonly port: number;
@@ -22,14 +23,26 @@ export interface ServiceRegistrar {
   readonly serviceName: string;
 }
 
+/** What a port may add: a bound on streams per connection, TLS (tls-listener.ts). */
+export interface PortOptions {
+  /** HTTP/2 streams (sessions) one connection may have open at once. */
+  readonly maxStreamsPerConnection?: number;
+  /** Serve TLS with these files and rules instead of plaintext. */
+  readonly tls?: TlsPortOptions;
+}
+
 export async function startGrpcServer(
   listen: string,
   maxMessageBytes: number,
   register: ServiceRegistrar,
+  options: PortOptions = {},
 ): Promise<GrpcServer> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
+    ...(options.maxStreamsPerConnection !== undefined
+      ? { "grpc.max_concurrent_streams": options.maxStreamsPerConnection }
+      : {}),
   });
   register(server);
   const health = new HealthImplementation({
@@ -42,17 +55,27 @@ export async function startGrpcServer(
     health.setStatus("", status);
     health.setStatus(register.serviceName, status);
   };
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (e, p) =>
-      e ? reject(e) : resolve(p),
-    ),
-  );
+  let tls: TlsListener | undefined;
+  let port: number;
+  if (options.tls) {
+    // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
+    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    tls = await listenTls(listen, injector, options.tls);
+    port = tls.port;
+  } else {
+    port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    );
+  }
   return {
     port,
     setServing,
     stop: (graceMs) =>
       new Promise<void>((resolve) => {
         setServing(false);
+        tls?.close();
         const force = setTimeout(() => {
           server.forceShutdown();
           resolve();

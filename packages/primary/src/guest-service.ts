@@ -3,11 +3,18 @@
 // Acks: cumulative acknowledgement plus one result per frame. A reply is released only once
 // the standby has applied the frame's entry when the node says so (sync mode), so a guest is
 // never told about anything a failover could lose.
+//
+// Fairness: what arrives is queued per stream and served in short slices, the tenant that has
+// used the least service time first (core/fair-queue.ts); a stream with work waiting is not
+// read further (gRPC flow control holds its sender back). So a tenant flooding the node — with
+// valid frames or refused ones — gets its share of the event loop and no more, and another
+// tenant's frames wait at most about one slice. Streams without a session yet share one key.
 import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import {
   type CallResult,
+  certificateNames,
   decodeFrame,
   ErrorCode,
   encodeFrameResult,
@@ -18,7 +25,10 @@ import {
   type ServiceHandlers,
   wire,
 } from "@vgpu-ha/common";
+import { FairQueue } from "./core/fair-queue.js";
 import type { Sequencer } from "./core/sequencer.js";
+import type { SessionAdmission } from "./core/session-admission.js";
+import { TokenBucket } from "./core/token-bucket.js";
 import type { TenantAuth } from "./tenant-auth.js";
 
 type Stream = grpc.ServerDuplexStream<wire.GuestMessage, wire.NodeMessage>;
@@ -27,6 +37,15 @@ type Session = NonNullable<ReturnType<Sequencer["backend"]["sessions"]["get"]>>;
 export interface GuestServiceDeps {
   readonly sequencer: Sequencer;
   readonly auth: TenantAuth;
+  /** Limits on new sessions (counts and rate); none: unlimited. */
+  readonly admission?: SessionAdmission;
+  /**
+   * Refused frames a tenant may cause per second (and in a burst): past them its streams wait
+   * for the budget to refill before more of its frames are read. None: unlimited.
+   */
+  readonly refusals?: { readonly perSecond: number; readonly burst: number };
+  /** Monotonic milliseconds (for the refusal budget); default performance.now. */
+  readonly nowMs?: () => number;
   readonly metrics: NodeMetrics;
   readonly log: Logger;
   readonly nodeId: string;
@@ -48,6 +67,20 @@ export interface GuestServiceDeps {
   readonly redirect?: () => string;
 }
 
+/** One slice of service: frames are applied until it has taken this long (at least one). */
+const SLICE_MS = 0.2;
+/** The service runs slices for this long, then lets the event loop read sockets again. */
+const TURN_MS = 0.5;
+/** A tenant out of refusal budget waits until it has this long's worth of it again. */
+const REFILL_BATCH_MS = 50;
+/** The fair-queue key of streams whose session is not open yet. */
+const UNOPENED = "";
+
+/** A message received and not yet served (or a refusal to send in its turn). */
+type Pending =
+  | { readonly kind: "message"; readonly message: wire.GuestMessage }
+  | { readonly kind: "refuse"; readonly code: ErrorCode; readonly text: string };
+
 interface Held {
   readonly frame: number;
   readonly seq: number;
@@ -57,12 +90,24 @@ interface Held {
 /** One guest stream: its session and the replies waiting for replication. */
 interface StreamState {
   readonly stream: Stream;
+  /** The names of the stream's verified TLS client certificate (none on plaintext). */
+  readonly certificateNames: readonly string[];
   session: Session | undefined;
   /** The Opened reply, held until the session-open entry is replicated. */
   opened: { seq: number; message: wire.NodeMessage } | undefined;
   readonly held: Held[];
   /** After a Close: the seq of the close entry; Closed goes out once it is replicated. */
   closing: number | undefined;
+  /** Received, not served yet, in order; the first Frames message may be partly served. */
+  readonly queue: Pending[];
+  /** Frames of the first queued message already served. */
+  served: number;
+  /** Frames received and not served yet (they count as in flight). */
+  queuedFrames: number;
+  /** Waiting in the fair queue. */
+  scheduled: boolean;
+  /** The guest half-closed: end the stream once its queue is served. */
+  ended: boolean;
 }
 
 export class GuestService {
@@ -71,6 +116,15 @@ export class GuestService {
   /** The live stream of each session; a resume elsewhere ends the older one. */
   private readonly bySession = new Map<string, StreamState>();
   private paused = false;
+  /** Streams with work waiting, by tenant. */
+  private readonly fair = new FairQueue<StreamState>();
+  private turnScheduled = false;
+  /** Each tenant's budget of refused frames. */
+  private readonly refusalBudgets = new Map<string, TokenBucket>();
+  /** Streams of tenants out of refusal budget, waiting for it to refill. */
+  private readonly parked = new Map<string, StreamState[]>();
+  private parkTimer: NodeJS.Timeout | undefined;
+
   /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
   ackedSeq = 0;
   /** The highest seq any reply (an ack, a session opened or closed) went out for. */
@@ -106,6 +160,11 @@ export class GuestService {
     };
   }
 
+  /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
+  get busy(): boolean {
+    return this.turnScheduled || this.parkTimer !== undefined;
+  }
+
   get openStreams(): number {
     return this.bySession.size;
   }
@@ -125,10 +184,13 @@ export class GuestService {
   setPaused(paused: boolean): void {
     if (paused === this.paused) return;
     this.paused = paused;
-    for (const s of this.states) {
-      if (paused) s.stream.pause();
-      else s.stream.resume();
-    }
+    for (const s of this.states) this.updateFlow(s);
+  }
+
+  /** A stream flows unless the node holds guests back or it has work waiting. */
+  private updateFlow(state: StreamState): void {
+    if (this.paused || state.queue.length > 0) state.stream.pause();
+    else state.stream.resume();
   }
 
   /** Sends every held reply whose entry the standby has now applied. */
@@ -140,33 +202,202 @@ export class GuestService {
   endAll(message: string): void {
     for (const s of [...this.states]) {
       s.held.length = 0;
+      s.queue.length = 0;
       this.sessionError(s, ErrorCode.NOT_PRIMARY, message, this.deps.redirect?.() ?? "");
     }
     this.states.clear();
     this.bySession.clear();
+    this.fair.remove(() => true);
+    this.parked.clear();
+    clearTimeout(this.parkTimer);
+    this.parkTimer = undefined;
   }
 
   /** Serves one guest stream. */
   serve(stream: Stream): void {
     const state: StreamState = {
       stream,
+      certificateNames: clientCertificateNames(stream),
       session: undefined,
       opened: undefined,
       held: [],
       closing: undefined,
+      queue: [],
+      served: 0,
+      queuedFrames: 0,
+      scheduled: false,
+      ended: false,
     };
     this.states.add(state);
-    stream.on("data", (message: wire.GuestMessage) => this.onMessage(state, message));
+    stream.on("data", (message: wire.GuestMessage) => this.receive(state, message));
     // A stream handed over paused (parked during a promotion) flows once this service may read.
-    if (this.paused) stream.pause();
-    else stream.resume();
+    this.updateFlow(state);
     const forget = () => this.forget(state);
     stream.on("error", forget);
     stream.on("cancelled", forget);
     stream.on("end", () => {
-      forget();
-      stream.end();
+      state.ended = true;
+      if (state.queue.length === 0) this.finishEnded(state);
     });
+  }
+
+  /** The guest half-closed and everything it sent was served. */
+  private finishEnded(state: StreamState): void {
+    this.forget(state);
+    state.stream.end();
+  }
+
+  /**
+   * Queues a message for its stream, then serves at once if nothing else waits; otherwise it
+   * waits for its turn. The frames limit is judged on arrival, and refused in order.
+   */
+  private receive(state: StreamState, message: wire.GuestMessage): void {
+    if (!this.states.has(state)) return;
+    if (message.kind.case === "frames") {
+      const n = message.kind.value.frames.length;
+      const unanswered = state.held.length + state.queuedFrames + n;
+      if (unanswered > this.deps.maxFramesInFlight) {
+        state.queue.push({
+          kind: "refuse",
+          code: ErrorCode.LIMIT_EXCEEDED,
+          text: `${unanswered} frames unanswered, limit ${this.deps.maxFramesInFlight}`,
+        });
+      } else {
+        state.queuedFrames += n;
+        state.queue.push({ kind: "message", message });
+      }
+    } else {
+      state.queue.push({ kind: "message", message });
+    }
+    this.schedule(state);
+    if (!this.turnScheduled) this.turn();
+    if (this.states.has(state)) this.updateFlow(state);
+  }
+
+  private schedule(state: StreamState): void {
+    if (state.scheduled || state.queue.length === 0) return;
+    state.scheduled = true;
+    this.fair.push(state.session?.tenant ?? UNOPENED, state);
+  }
+
+  /** Serves slices, least-served tenant first, for about TURN_MS; then yields to the loop. */
+  private turn(): void {
+    this.turnScheduled = false;
+    const start = process.hrtime.bigint();
+    let served = false;
+    for (let next = this.fair.shift(); next; next = this.fair.shift()) {
+      const state = next.item;
+      if (!this.states.has(state)) {
+        state.scheduled = false;
+        continue;
+      }
+      if (next.key !== UNOPENED && this.outOfBudget(next.key)) {
+        this.park(next.key, state); // stays scheduled: it waits for its budget
+        continue;
+      }
+      state.scheduled = false;
+      const t0 = process.hrtime.bigint();
+      this.serveSlice(state);
+      served = true;
+      this.fair.charge(next.key, Number(process.hrtime.bigint() - t0) / 1e6);
+      if (this.states.has(state)) {
+        if (state.queue.length > 0) this.schedule(state);
+        else if (state.ended) this.finishEnded(state);
+        else this.updateFlow(state);
+      }
+      if (Number(process.hrtime.bigint() - start) / 1e6 >= TURN_MS) break;
+    }
+    if (served) this.deps.afterApply?.();
+    if (!this.fair.empty && !this.turnScheduled) {
+      this.turnScheduled = true;
+      setImmediate(() => this.turn());
+    }
+  }
+
+  private now(): number {
+    return this.deps.nowMs?.() ?? performance.now();
+  }
+
+  private budgetOf(tenant: string): TokenBucket | undefined {
+    const r = this.deps.refusals;
+    if (r === undefined) return undefined;
+    let b = this.refusalBudgets.get(tenant);
+    if (b === undefined) {
+      b = new TokenBucket(r.perSecond, r.burst, this.now());
+      this.refusalBudgets.set(tenant, b);
+    }
+    return b;
+  }
+
+  /** Refusals a parked tenant waits for (REFILL_BATCH_MS worth), so it wakes rarely. */
+  private batch(): number {
+    return Math.max(1, Math.ceil(((this.deps.refusals?.perSecond ?? 0) * REFILL_BATCH_MS) / 1000));
+  }
+
+  private outOfBudget(tenant: string): boolean {
+    const b = this.budgetOf(tenant);
+    return b !== undefined && !b.has(this.now());
+  }
+
+  /** Counts one refused frame; false once the tenant's budget is spent. */
+  private takeRefusal(tenant: string): boolean {
+    return this.budgetOf(tenant)?.take(this.now()) ?? true;
+  }
+
+  /** Holds a stream of an out-of-budget tenant until its budget has a token again. */
+  private park(tenant: string, state: StreamState): void {
+    const list = this.parked.get(tenant);
+    if (list) list.push(state);
+    else this.parked.set(tenant, [state]);
+    this.armParkTimer();
+  }
+
+  private armParkTimer(): void {
+    if (this.parkTimer !== undefined || this.parked.size === 0) return;
+    let waitMs = Number.POSITIVE_INFINITY;
+    for (const tenant of this.parked.keys()) {
+      waitMs = Math.min(waitMs, this.budgetOf(tenant)?.waitMs(this.now(), this.batch()) ?? 0);
+    }
+    this.parkTimer = setTimeout(() => this.unpark(), Math.max(1, Math.ceil(waitMs)));
+  }
+
+  private unpark(): void {
+    this.parkTimer = undefined;
+    for (const [tenant, list] of [...this.parked]) {
+      if (!(this.budgetOf(tenant)?.has(this.now(), this.batch()) ?? true)) continue;
+      this.parked.delete(tenant);
+      for (const state of list) {
+        if (this.states.has(state)) this.fair.push(tenant, state);
+        else state.scheduled = false;
+      }
+    }
+    this.armParkTimer();
+    if (!this.turnScheduled) this.turn();
+  }
+
+  /** Serves the stream's first queued message, or SLICE_MS worth of its frames. */
+  private serveSlice(state: StreamState): void {
+    const pending = state.queue[0]!;
+    if (pending.kind === "refuse") {
+      this.sessionError(state, pending.code, pending.text);
+      return;
+    }
+    const message = pending.message;
+    if (message.kind.case !== "frames") {
+      state.queue.shift();
+      this.onMessage(state, message);
+      return;
+    }
+    const frames = message.kind.value.frames;
+    const from = state.served;
+    const to = this.onFrames(state, frames, from);
+    state.queuedFrames -= to - from;
+    if (to >= frames.length) {
+      state.queue.shift();
+      state.served = 0;
+    } else {
+      state.served = to;
+    }
   }
 
   private onMessage(state: StreamState, message: wire.GuestMessage): void {
@@ -192,13 +423,6 @@ export class GuestService {
         }
         this.open(state, kind.value);
         break;
-      case "frames":
-        if (state.session === undefined) {
-          this.sessionError(state, ErrorCode.MALFORMED, "open the session first");
-          return;
-        }
-        this.applyFrames(state, state.session, kind.value.frames);
-        break;
       case "close":
         // Closed follows the replies still held, once the close itself is replicated.
         state.closing = 0;
@@ -213,11 +437,39 @@ export class GuestService {
         this.sessionError(state, ErrorCode.MALFORMED, "empty guest message");
         return;
     }
-    this.deps.afterApply?.();
+  }
+
+  /**
+   * Applies frames[from..] of a Frames message until a slice's time is used (at least one
+   * frame); the index after the last one applied.
+   */
+  private onFrames(state: StreamState, frames: readonly wire.Frame[], from: number): number {
+    if (!this.deps.serving()) {
+      this.sessionError(
+        state,
+        ErrorCode.NOT_PRIMARY,
+        "this node does not serve guests now",
+        this.deps.redirect?.() ?? "",
+      );
+      return frames.length;
+    }
+    if (state.closing !== undefined) {
+      this.sessionError(state, ErrorCode.MALFORMED, "message after Close");
+      return frames.length;
+    }
+    if (state.session === undefined) {
+      this.sessionError(state, ErrorCode.MALFORMED, "open the session first");
+      return frames.length;
+    }
+    const end = this.applyFrames(state, state.session, frames, from);
+    this.flush(state);
+    return end;
   }
 
   private forget(state: StreamState): void {
     this.states.delete(state);
+    state.queue.length = 0;
+    state.queuedFrames = 0;
     if (state.session !== undefined && this.bySession.get(state.session.id) === state) {
       this.bySession.delete(state.session.id);
     }
@@ -225,7 +477,7 @@ export class GuestService {
 
   private open(state: StreamState, open: wire.Open): void {
     const { sequencer, auth, metrics } = this.deps;
-    if (!auth.check(open.tenant, open.token)) {
+    if (!auth.check(open.tenant, open.token, state.certificateNames)) {
       this.sessionError(state, ErrorCode.UNAUTHENTICATED, "unknown tenant or wrong token");
       return;
     }
@@ -246,6 +498,11 @@ export class GuestService {
       seq = sequencer.log.lastSeq + (sequencer.mmioPending ? 1 : 0);
       metrics.sessionsOpened.inc({ kind: "resume" });
     } else {
+      const refused = this.deps.admission?.admit(open.tenant, this.sessionCounts(open.tenant));
+      if (refused) {
+        this.refuseOpen(state, refused.reason, refused.waitMs);
+        return;
+      }
       const opened = sequencer.openSession(randomUUID(), open.tenant);
       if ("code" in opened) {
         this.sessionError(state, opened.code, opened.message);
@@ -276,17 +533,48 @@ export class GuestService {
     this.flush(state);
   }
 
-  private applyFrames(state: StreamState, session: Session, frames: readonly wire.Frame[]): void {
-    const { sequencer, metrics } = this.deps;
-    if (state.held.length + frames.length > this.deps.maxFramesInFlight) {
-      this.sessionError(
-        state,
-        ErrorCode.LIMIT_EXCEEDED,
-        `${state.held.length + frames.length} frames unanswered, limit ${this.deps.maxFramesInFlight}`,
-      );
+  /**
+   * An open above the tenant's rate is answered only when the rate would have let it through
+   * (at most a second later): a storm of opens gets its refusals at the rate it is allowed, and
+   * each connection holds at most guest.maxStreamsPerConnection of them. Nothing it sends
+   * meanwhile is read.
+   */
+  private refuseOpen(state: StreamState, reason: string, waitMs: number): void {
+    if (waitMs <= 0) {
+      this.sessionError(state, ErrorCode.LIMIT_EXCEEDED, reason);
       return;
     }
-    for (const wireFrame of frames) {
+    this.forget(state);
+    state.stream.pause();
+    const timer = setTimeout(
+      () => this.sessionError(state, ErrorCode.LIMIT_EXCEEDED, reason),
+      Math.min(1000, waitMs),
+    );
+    const cancel = () => clearTimeout(timer);
+    state.stream.on("error", cancel);
+    state.stream.on("cancelled", cancel);
+  }
+
+  /** Sessions open on this node (replicated state: a resumed or failed-over one counts). */
+  private sessionCounts(tenant: string): { total: number; ofTenant: number } {
+    const sessions = this.deps.sequencer.backend.sessions;
+    let ofTenant = 0;
+    for (const s of sessions.values()) if (s.tenant === tenant) ofTenant++;
+    return { total: sessions.size, ofTenant };
+  }
+
+  /** Applies frames from `from` for up to SLICE_MS; the index after the last one applied. */
+  private applyFrames(
+    state: StreamState,
+    session: Session,
+    frames: readonly wire.Frame[],
+    from: number,
+  ): number {
+    const { sequencer, metrics } = this.deps;
+    const until = process.hrtime.bigint() + BigInt(Math.round(SLICE_MS * 1e6));
+    let i = from;
+    while (i < frames.length && (i === from || process.hrtime.bigint() < until)) {
+      const wireFrame = frames[i++]!;
       const frame = decodeFrame(wireFrame);
       if (frame instanceof MalformedError) {
         metrics.frames.inc({ outcome: "rejected" });
@@ -295,6 +583,7 @@ export class GuestService {
           seq: 0,
           result: encodeFrameResult(Number(wireFrame.number), malformedResult(frame)),
         });
+        if (!this.takeRefusal(session.tenant)) break;
         continue;
       }
       const started = process.hrtime.bigint();
@@ -315,8 +604,14 @@ export class GuestService {
         seq,
         result: encodeFrameResult(frame.number, outcome.result),
       });
+      // A replayed reply is not counted: a resumed session may re-send many at once.
+      const refused = outcome.kind !== "duplicate" && outcome.result.code !== ErrorCode.OK;
+      if (refused && !this.takeRefusal(session.tenant)) {
+        metrics.refusalThrottles.inc({ tenant: session.tenant });
+        break;
+      }
     }
-    this.flush(state);
+    return i;
   }
 
   /** Writes the Opened reply and the held results that may go out now, in order. */
@@ -385,6 +680,12 @@ export class GuestService {
     }
     this.forget(state);
   }
+}
+
+/** The names of the verified client certificate of a stream that came over TLS. */
+function clientCertificateNames(stream: Stream): readonly string[] {
+  const cert = stream.getAuthContext?.().sslPeerCertificate;
+  return cert ? certificateNames(cert) : [];
 }
 
 function resultBytes(r: wire.FrameResult): number {

@@ -11,6 +11,7 @@ export {
   Sequencer,
   type SequencerOptions,
 } from "./core/sequencer.js";
+export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
 export { GuestService, type GuestServiceDeps } from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
-export { TenantAuth } from "./tenant-auth.js";
+export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";

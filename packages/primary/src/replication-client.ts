@@ -13,6 +13,7 @@ import {
   type Link,
   type Logger,
   type NodeMetrics,
+  type PeerChannel,
   type PrimaryMessage,
   type ReplicationLog,
   type StandbyMessage,
@@ -24,6 +25,8 @@ type Counter = { inc(value?: number): void };
 
 export interface ReplicationClientDeps {
   readonly address: string;
+  /** How to dial (mutual TLS naming the peer, or plaintext; common/tls/peer-credentials.ts). */
+  readonly channel?: PeerChannel;
   readonly sender: Sender;
   readonly log: ReplicationLog;
   readonly clock: Clock;
@@ -46,6 +49,8 @@ export class ReplicationClient {
   private ticker: NodeJS.Timeout | undefined;
   private redial: NodeJS.Timeout | undefined;
   connectedSinceMs: number | undefined;
+  /** Why the last dial failed before the link came up, logged once until it changes. */
+  private lastDialFailure: string | undefined;
 
   constructor(deps: ReplicationClientDeps) {
     this.deps = deps;
@@ -72,11 +77,18 @@ export class ReplicationClient {
   private dial(): void {
     if (this.stopped) return;
     const { address, maxMessageBytes } = this.deps;
-    const client = createClient(wire.Replication, address, grpc.credentials.createInsecure(), {
-      "grpc.max_receive_message_length": maxMessageBytes,
-      "grpc.max_send_message_length": maxMessageBytes,
-      "grpc.keepalive_time_ms": 10_000,
-    });
+    const channel = this.deps.channel;
+    const client = createClient(
+      wire.Replication,
+      address,
+      channel?.credentials ?? grpc.credentials.createInsecure(),
+      {
+        ...channel?.options,
+        "grpc.max_receive_message_length": maxMessageBytes,
+        "grpc.max_send_message_length": maxMessageBytes,
+        "grpc.keepalive_time_ms": 10_000,
+      },
+    );
     this.client = client;
     const stream = client.stream();
     const link = grpcLink<PrimaryMessage, StandbyMessage, wire.PrimaryMessage, wire.StandbyMessage>(
@@ -88,6 +100,7 @@ export class ReplicationClient {
     link.onMessage((message) => {
       if (!opened) {
         opened = true;
+        this.lastDialFailure = undefined;
         this.connectedSinceMs = this.deps.clock.monotonicMs();
         this.deps.logger.info({ peer: address }, "replication link up");
       }
@@ -104,6 +117,11 @@ export class ReplicationClient {
       this.deps.sender.disconnected();
       this.connectedSinceMs = undefined;
       if (opened) this.deps.logger.warn({ peer: address, reason }, "replication link down");
+      else if (withoutTimes(reason) !== this.lastDialFailure) {
+        // A peer that refuses us (TLS: wrong CA, wrong name) or is away: said once, not per retry.
+        this.lastDialFailure = withoutTimes(reason);
+        this.deps.logger.warn({ peer: address, reason }, "replication: cannot reach the standby");
+      }
       this.afterStep();
       if (!this.stopped) this.redial = setTimeout(() => this.dial(), this.deps.reconnectMs);
     });
@@ -155,4 +173,9 @@ export class ReplicationClient {
     }
     for (const event of sender.takeEvents()) this.deps.onEvent?.(event);
   }
+}
+
+/** grpc-js puts a timestamp in connection errors; without it, repeats compare equal. */
+function withoutTimes(reason: string): string {
+  return reason.replace(/\s*\(\d{4}-\d\d-\d\dT[^)]*\)/g, "");
 }

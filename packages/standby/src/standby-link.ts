@@ -22,7 +22,11 @@ export class StandbyLink {
   private readonly logger: Logger;
   private readonly onStep: (message: PrimaryMessage) => void;
   private readonly now: () => number;
+  /** The node id a primary must give in its hello (with tls: peer.name); any when undefined. */
+  private readonly expectedPrimary: string | undefined;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
+  /** Streams refused before they became the live one (for tests and status). */
+  refusedStreams = 0;
   /** Monotonic ms of the last message from a primary (undefined: none since start). */
   lastMessageMs: number | undefined;
 
@@ -31,11 +35,13 @@ export class StandbyLink {
     logger: Logger;
     onStep: (message: PrimaryMessage) => void;
     now: () => number;
+    expectedPrimary?: string;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
     this.onStep = deps.onStep;
     this.now = deps.now;
+    this.expectedPrimary = deps.expectedPrimary;
   }
 
   get connected(): boolean {
@@ -44,32 +50,32 @@ export class StandbyLink {
 
   /**
    * A new stream becomes the live one only once it says a valid hello (this cluster, an epoch
-   * not older than ours); until then the current primary's stream is untouched.
+   * not older than ours, a node id other than ours — and peer.name's under tls); until then
+   * the current primary's stream is untouched.
    */
   accept(call: ReplicationCall): void {
-    const { receiver, logger } = this;
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
       decodePrimaryMessage,
     );
+    this.acceptLink(link);
+  }
+
+  /** accept() over any transport (tests use an in-memory link). */
+  acceptLink(link: Link<StandbyMessage, PrimaryMessage>): void {
+    const { receiver, logger } = this;
     link.onMessage((message) => {
       if (this.link !== link) {
-        const valid =
-          message.kind === "hello" &&
-          message.clusterId === receiver.options.clusterId &&
-          message.epoch >= receiver.epoch;
-        if (!valid) {
+        const why = this.refusal(message);
+        if (why !== null) {
           // Say why without letting the stranger's message change our state.
-          link.send({
-            kind: "error",
-            epoch: receiver.epoch,
-            code:
-              message.kind !== "hello" || message.epoch < receiver.epoch
-                ? ErrorCode.STALE_EPOCH
-                : ErrorCode.UNAUTHENTICATED,
-            message: "a primary stream must start with a valid hello of this cluster",
-          });
+          this.refusedStreams++;
+          logger.warn(
+            { reason: why.message, theirEpoch: message.epoch },
+            "refused a primary stream",
+          );
+          link.send({ kind: "error", epoch: receiver.epoch, ...why });
           link.close("no valid hello");
           return;
         }
@@ -92,6 +98,30 @@ export class StandbyLink {
         logger.warn({ reason, seq: receiver.appliedSeq }, "primary disconnected");
       }
     });
+  }
+
+  /** Why the first message of a stream does not make it the live one (null: it does). */
+  private refusal(message: PrimaryMessage): { code: ErrorCode; message: string } | null {
+    const receiver = this.receiver;
+    if (message.kind !== "hello") {
+      return { code: ErrorCode.STALE_EPOCH, message: "a primary stream must start with a hello" };
+    }
+    if (message.epoch < receiver.epoch) {
+      return {
+        code: ErrorCode.STALE_EPOCH,
+        message: `epoch ${message.epoch} is older than ${receiver.epoch}`,
+      };
+    }
+    if (message.clusterId !== receiver.options.clusterId) {
+      return { code: ErrorCode.UNAUTHENTICATED, message: "not a primary of this cluster" };
+    }
+    if (message.nodeId === receiver.options.nodeId) {
+      return { code: ErrorCode.UNAUTHENTICATED, message: "a primary with this node's own id" };
+    }
+    if (this.expectedPrimary !== undefined && message.nodeId !== this.expectedPrimary) {
+      return { code: ErrorCode.UNAUTHENTICATED, message: "not the configured peer" };
+    }
+    return null;
   }
 
   close(reason: string): void {

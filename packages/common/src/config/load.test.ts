@@ -59,9 +59,40 @@ describe("config", () => {
     [{ log: { level: "loud" } }, /log\.level = "loud"/],
     [{ lease: { heartbeatMs: 300 } }, /lease: heartbeat 300 ms must be at most a third/],
     [{ lease: { driftMarginMs: 1 } }, /lease: drift margin 1 ms is below 10 ms/],
+    [{ guest: { tls: "mutual" } }, /guest\.tls: guest\.tls needs the tls section/],
+    [{ guest: { tls: "yes" } }, /guest\.tls = "yes"/],
+    [
+      { tls: { ca: "/x/ca.crt", cert: "/x/a.crt" } },
+      /tls\.key = \(hidden\): Invalid input: expected string/,
+    ],
+    [{ tls: { ca: "", cert: "a", key: "b" } }, /tls\.ca = "": Too small/],
+    [
+      { tenants: [{ name: "x" }] },
+      /tenants\.0\.token = \(hidden\): a tenant needs a token or a certificateName/,
+    ],
+    [
+      { limits: { maxSessionsPerTenant: 20, maxSessionsTotal: 10 } },
+      /limits\.maxSessionsPerTenant: must be at most limits\.maxSessionsTotal/,
+    ],
+    [{ limits: { sessionOpensPerSecond: 0 } }, /limits\.sessionOpensPerSecond = 0/],
   ])("refuses %j", (input, message) => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
     expect(() => parseConfig(input)).toThrow(message);
+  });
+
+  it("takes a tenant known by its certificate alone, and the tls files", () => {
+    const c = parseConfig({
+      tls: { ca: "/etc/vgpu-ha/tls/ca.crt", cert: "/etc/a.crt", key: "/etc/a.key" },
+      guest: { tls: "mutual" },
+      tenants: [{ name: "x", certificateName: "guest-x" }],
+    });
+    expect(c.tenants[0]).toMatchObject({
+      name: "x",
+      certificateName: "guest-x",
+      contextQuota: 4096,
+    });
+    expect(c.tenants[0]!.token).toBeUndefined();
+    expect(c.tls?.ca).toBe("/etc/vgpu-ha/tls/ca.crt");
   });
 
   it("never prints a secret in an error or in the printed config", () => {

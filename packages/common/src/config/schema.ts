@@ -28,13 +28,28 @@ const address = z
   .string()
   .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port");
 
-export const TenantSchema = z.strictObject({
-  name: z.string().min(1).max(64),
-  /** Bearer token of the tenant's guests. */
-  token: z.string().min(8, "must be at least 8 characters"),
-  vramQuotaBytes: bytes(4096, 2 ** 40).default(1024 ** 3),
-  boQuota: count(1, 1_000_000).default(4096),
-});
+export const TenantSchema = z
+  .strictObject({
+    name: z.string().min(1).max(64),
+    /** Bearer token of the tenant's guests (optional when certificateName is set). */
+    token: z.string().min(8, "must be at least 8 characters").optional(),
+    vramQuotaBytes: bytes(4096, 2 ** 40).default(1024 ** 3),
+    boQuota: count(1, 1_000_000).default(4096),
+    /** Contexts the tenant may hold at once, over all its sessions. */
+    contextQuota: count(1, 1_000_000).default(4096),
+    /**
+     * With guest.tls on: a guest whose client certificate (signed by tls.ca) names this, as its
+     * CN or a DNS subjectAltName, may open sessions of this tenant without the token.
+     */
+    certificateName: z.string().min(1).max(253).optional(),
+  })
+  .refine((t) => t.token !== undefined || t.certificateName !== undefined, {
+    message: "a tenant needs a token or a certificateName",
+    path: ["token"],
+  });
+
+/** A file the node reads at start (checked then: readable, and what it should hold). */
+const filePath = z.string().min(1).max(4096);
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 
@@ -52,6 +67,14 @@ export const ConfigSchema = z
         maxMessageBytes: bytes(64 * 1024, 1024 ** 3).default(64 * 1024 ** 2),
         /** Frames a session may have sent but not yet acknowledged. */
         maxFramesInFlight: count(1, 65536).default(1024),
+        /**
+         * off: plaintext. server: TLS with the node's certificate (tls.cert); a guest may show a
+         * client certificate, which must be signed by tls.ca. mutual: a client certificate
+         * signed by tls.ca is required.
+         */
+        tls: z.enum(["off", "server", "mutual"]).default("off"),
+        /** Streams (sessions) one guest connection may have open at once (HTTP/2). */
+        maxStreamsPerConnection: count(1, 1_000_000).default(64),
       })
       .prefault({}),
     ops: z
@@ -78,12 +101,36 @@ export const ConfigSchema = z
         maxStoresPerBatch: count(1, 1 << 20).default(65536),
         replyCacheFrames: count(1, 1 << 20).default(4096),
         replyCacheBytes: bytes(0, 1024 ** 3).default(64 * 1024 ** 2),
+        /** Sessions one tenant may hold open at once (a stream need not be attached). */
+        maxSessionsPerTenant: count(1, 1_000_000).default(256),
+        /** Sessions of all tenants together. */
+        maxSessionsTotal: count(1, 1_000_000).default(1024),
+        /** New sessions per second per tenant, on average (a token bucket; resumes are free). */
+        sessionOpensPerSecond: z.number().min(0.001).max(1_000_000).default(100),
+        /** ...and at most this many at once (the bucket's size). */
+        sessionOpenBurst: count(1, 1_000_000).default(200),
+        /**
+         * Frames of one tenant the node may refuse per second, on average (a token bucket):
+         * past it, the tenant's frames wait until the budget refills (a flood of bad input
+         * costs the node no more than this). Replayed replies do not count.
+         */
+        refusedFramesPerSecond: z.number().min(1).max(10_000_000).default(1000),
+        /** ...and at most this many at once (the bucket's size). */
+        refusedFramesBurst: count(1, 10_000_000).default(2000),
       })
       .prefault({}),
     tenants: z
       .array(TenantSchema)
       .min(1)
-      .default([{ name: "demo", token: "demo-token", vramQuotaBytes: 1024 ** 3, boQuota: 4096 }]),
+      .default([
+        {
+          name: "demo",
+          token: "demo-token",
+          vramQuotaBytes: 1024 ** 3,
+          boQuota: 4096,
+          contextQuota: 4096,
+        },
+      ]),
     replication: z
       .strictObject({
         /** Where this node serves vgpu.v1.Replication (used while it is the standby). */
@@ -186,6 +233,21 @@ export const ConfigSchema = z
           .default("info"),
       })
       .prefault({}),
+    /**
+     * PEM files for TLS. When set, the replication port and this node's replication client use
+     * mutual TLS: each side shows its certificate (cert, key), which must be signed by ca and
+     * name the other side's peer.name. guest.tls uses the same certificate.
+     */
+    tls: z
+      .strictObject({
+        /** The CA certificate(s) that sign both nodes' (and guests') certificates. */
+        ca: filePath,
+        /** This node's certificate (chain), CN or DNS subjectAltName = what its peer calls it. */
+        cert: filePath,
+        /** This node's private key. */
+        key: filePath,
+      })
+      .optional(),
   })
   .refine((c) => c.role !== "primary" || c.peer.replicationAddress !== undefined, {
     message: "a primary needs peer.replicationAddress",
@@ -222,6 +284,14 @@ export const ConfigSchema = z
     if (etcdWhy !== null) {
       ctx.addIssue({ code: "custom", message: etcdWhy, path: ["lease", "etcd"] });
     }
+  })
+  .refine((c) => c.guest.tls === "off" || c.tls !== undefined, {
+    message: "guest.tls needs the tls section (ca, cert, key)",
+    path: ["guest", "tls"],
+  })
+  .refine((c) => c.limits.maxSessionsPerTenant <= c.limits.maxSessionsTotal, {
+    message: "must be at most limits.maxSessionsTotal",
+    path: ["limits", "maxSessionsPerTenant"],
   })
   .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
     message: "tenant names must be unique",

@@ -34,7 +34,16 @@ async function main(): Promise<number> {
     return 0;
   }
   const log = createLogger({ level: config.log.level, nodeId: config.nodeId });
-  const node = new VgpuNode(config, log);
+  let node: VgpuNode;
+  try {
+    node = new VgpuNode(config, log); // reads and checks the tls files
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message);
+      return 2;
+    }
+    throw e;
+  }
   try {
     await node.start();
   } catch (e) {

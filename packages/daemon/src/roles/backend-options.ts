@@ -1,12 +1,16 @@
 import type { Config } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
+import type { SessionAdmissionLimits } from "@vgpu-ha/primary";
 
 /** The backend's options from the config; `seedOffset` lets tests vary nothing else. */
 export function backendOptions(config: Config, trackMmio: boolean): BackendOptions {
   return {
     device: config.device,
     tenants: new Map(
-      config.tenants.map((t) => [t.name, { vramBytes: t.vramQuotaBytes, bos: t.boQuota }]),
+      config.tenants.map((t) => [
+        t.name,
+        { vramBytes: t.vramQuotaBytes, bos: t.boQuota, contexts: t.contextQuota },
+      ]),
     ),
     session: {
       replyCacheFrames: config.limits.replyCacheFrames,
@@ -15,5 +19,16 @@ export function backendOptions(config: Config, trackMmio: boolean): BackendOptio
     maxDmaBytes: config.limits.maxDmaBytes,
     maxStoresPerBatch: config.limits.maxStoresPerBatch,
     trackMmio,
+  };
+}
+
+/** The limits on new guest sessions (primary only: resumes and replication are not limited). */
+export function sessionLimits(config: Config): SessionAdmissionLimits {
+  const l = config.limits;
+  return {
+    maxSessionsPerTenant: l.maxSessionsPerTenant,
+    maxSessionsTotal: l.maxSessionsTotal,
+    opensPerSecond: l.sessionOpensPerSecond,
+    openBurst: l.sessionOpenBurst,
   };
 }

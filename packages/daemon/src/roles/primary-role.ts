@@ -30,11 +30,12 @@ import {
   Sender,
   type SenderEvent,
   Sequencer,
+  SessionAdmission,
   TenantAuth,
 } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
-import { backendOptions } from "./backend-options.js";
+import { backendOptions, sessionLimits } from "./backend-options.js";
 import {
   type GuestStream,
   NO_REPLICATION,
@@ -130,6 +131,7 @@ export class PrimaryRole implements Role {
       );
       this.client = new ReplicationClient({
         address: config.peer.replicationAddress!,
+        ...(deps.peerChannel ? { channel: deps.peerChannel } : {}),
         sender: this.sender,
         log: this.log,
         clock,
@@ -145,6 +147,12 @@ export class PrimaryRole implements Role {
     this.guests = new GuestService({
       sequencer: this.sequencer,
       auth: new TenantAuth(config.tenants),
+      admission: new SessionAdmission(sessionLimits(config), () => clock.monotonicMs()),
+      refusals: {
+        perSecond: config.limits.refusedFramesPerSecond,
+        burst: config.limits.refusedFramesBurst,
+      },
+      nowMs: () => clock.monotonicMs(),
       metrics,
       log: logger,
       nodeId: config.nodeId,

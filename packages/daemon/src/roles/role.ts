@@ -1,7 +1,15 @@
 // What the node (the supervisor) needs of the role it runs, and what a role may ask of the
 // node. The node owns the servers and the epoch; a role serves the streams it is handed.
 import type * as grpc from "@grpc/grpc-js";
-import type { Clock, Config, Logger, NodeMetrics, ReplicationGauges, wire } from "@vgpu-ha/common";
+import type {
+  Clock,
+  Config,
+  Logger,
+  NodeMetrics,
+  PeerChannel,
+  ReplicationGauges,
+  wire,
+} from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
@@ -51,6 +59,8 @@ export interface RoleDeps {
   readonly supervisor: Supervisor;
   /** lease.mode etcd: the etcd leader key and cluster record. */
   readonly arbiter: EtcdArbiter | undefined;
+  /** How to dial the peer's replication port (mutual TLS when tls is configured). */
+  readonly peerChannel?: PeerChannel;
 }
 
 export interface Role {

@@ -56,6 +56,8 @@ export class StandbyRole implements Role {
       receiver: this.receiver,
       logger,
       now: () => clock.monotonicMs(),
+      // Under tls the certificate names peer.name; the hello must say the same node.
+      ...(config.tls ? { expectedPrimary: config.peer.name } : {}),
       onStep: (m) => {
         if (m.kind === "heartbeat") this.primarySeq = m.lastSeq;
         this.afterStep();

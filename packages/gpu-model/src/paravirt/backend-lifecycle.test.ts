@@ -23,8 +23,8 @@ const EMPTY = {
   vramUsedBytes: 0,
   deviceBos: 0,
   deviceContexts: 0,
-  t1: { vramBytes: 0, bos: 0 },
-  t2: { vramBytes: 0, bos: 0 },
+  t1: { vramBytes: 0, bos: 0, contexts: 0 },
+  t2: { vramBytes: 0, bos: 0, contexts: 0 },
 };
 
 describe("buffers", () => {
@@ -60,7 +60,7 @@ describe("buffers", () => {
       ErrorCode.OUT_OF_BOUNDS,
     );
     const two = g.alloc(ctx, 4097);
-    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 3 * 4096, bos: 2 });
+    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 3 * 4096, bos: 2, contexts: 1 });
     expect(g.read(ctx, two, 8191, 1)).toEqual(Uint8Array.of(0));
   });
 });
@@ -80,8 +80,8 @@ describe("accounting", () => {
       vramUsedBytes: (1 + 2 + 16 + 1 + 2) * 4096,
       deviceBos: 5,
       deviceContexts: 3,
-      t1: { vramBytes: 19 * 4096, bos: 3 },
-      t2: { vramBytes: 3 * 4096, bos: 2 },
+      t1: { vramBytes: 19 * 4096, bos: 3, contexts: 1 },
+      t2: { vramBytes: 3 * 4096, bos: 2, contexts: 2 },
     });
     for (const bo of bos) a.ok({ op: "boFree", context: ca, bo });
     a.ok({ op: "contextDestroy", context: ca });
@@ -91,7 +91,7 @@ describe("accounting", () => {
       vramUsedBytes: 2 * 4096,
       deviceBos: 1,
       deviceContexts: 1,
-      t2: { vramBytes: 2 * 4096, bos: 1 },
+      t2: { vramBytes: 2 * 4096, bos: 1, contexts: 1 },
     });
     backend.closeSession("b");
     backend.closeSession("a");
@@ -164,7 +164,7 @@ describe("sessions", () => {
     expect(backend.sessions.has("a")).toBe(false);
     expect(backend.device.contextCount).toBe(1);
     expect(b.read(b1, kept, 0, 1)).toEqual(Uint8Array.of(42));
-    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 4096, bos: 1 });
+    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 4096, bos: 1, contexts: 1 });
   });
 
   it("closing an unknown session changes nothing; a closed id opens afresh", () => {

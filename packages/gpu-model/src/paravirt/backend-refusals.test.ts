@@ -305,7 +305,7 @@ describe("offsets, lengths and sizes", () => {
     ]);
     const { backend, g, ctx, neighbour, neighbourCtx, stranger, strangerCtx } = setup({ tenants });
     // The tenant holds 8 + 4 (guest) + 4 (neighbour) = 16 KiB of 32.
-    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 16 << 10, bos: 3 });
+    expect(backend.tenantUsage(TEST_TENANT)).toEqual({ vramBytes: 16 << 10, bos: 3, contexts: 2 });
     g.alloc(ctx, 12 << 10);
     // 4 KiB left: 4097 bytes is two pages.
     expectRefused(
@@ -339,6 +339,27 @@ describe("offsets, lengths and sizes", () => {
     );
     g.ok({ op: "boFree", context: ctx, bo: 2 });
     g.alloc(other, 1);
+  });
+
+  it("tenant context quota: QUOTA_EXCEEDED, shared by the tenant's sessions, freed on destroy", () => {
+    const tenants = new Map([
+      [TEST_TENANT, { vramBytes: 32 << 20, bos: 100, contexts: 3 }],
+      [OTHER_TENANT, { vramBytes: 32 << 20, bos: 100, contexts: 1 }],
+    ]);
+    const { backend, g, neighbour, stranger, strangerCtx } = setup({ tenants });
+    const third = g.createContext(); // guest 1 + neighbour 1 + this = 3 of 3
+    expectRefused(g, call({ op: "contextCreate" }), ErrorCode.QUOTA_EXCEEDED);
+    expectRefused(neighbour, call({ op: "contextCreate" }), ErrorCode.QUOTA_EXCEEDED);
+    expectRefused(stranger, call({ op: "contextCreate" }), ErrorCode.QUOTA_EXCEEDED); // 1 of 1
+    expect(backend.tenantUsage(TEST_TENANT).contexts).toBe(3);
+    g.ok({ op: "contextDestroy", context: third });
+    expect(neighbour.createContext()).toBeGreaterThan(third);
+    stranger.ok({ op: "contextDestroy", context: strangerCtx });
+    stranger.createContext();
+    // Closing a session gives its contexts back.
+    backend.closeSession("neighbour");
+    expect(backend.tenantUsage(TEST_TENANT).contexts).toBe(1);
+    g.createContext();
   });
 
   it("DMA above maxDmaBytes: LIMIT_EXCEEDED, even when it would fit the buffer", () => {

@@ -30,6 +30,8 @@ import { type SessionLimits, SessionRecord } from "./session-table.js";
 export interface TenantQuota {
   readonly vramBytes: number;
   readonly bos: number;
+  /** Contexts at once, over all the tenant's sessions (unlimited when left out). */
+  readonly contexts?: number;
 }
 
 export interface BackendOptions {
@@ -75,6 +77,7 @@ export class GuestContext {
 interface TenantUsage {
   vramBytes: number;
   bos: number;
+  contexts: number;
 }
 
 const ok = (output: CallResult["output"] = NO_OUTPUT): CallResult => ({
@@ -133,6 +136,7 @@ export class Backend {
       backend.contexts.set(c.handle, ctx);
       session.contexts.add(c.handle);
       const used = backend.usageOf(c.tenant);
+      used.contexts++;
       for (const b of c.bos) {
         const bo = backend.device.allocBo(ctx.device, b.sizeBytes);
         if ("code" in bo) return bo;
@@ -244,6 +248,14 @@ export class Backend {
   }
 
   private createContext(session: SessionRecord): CallResult {
+    const quota = this.options.tenants.get(session.tenant)?.contexts ?? Number.POSITIVE_INFINITY;
+    const used = this.usageOf(session.tenant);
+    if (used.contexts + 1 > quota) {
+      return failed(
+        fail(ErrorCode.QUOTA_EXCEEDED, `tenant quota: ${used.contexts}/${quota} contexts`),
+      );
+    }
+    used.contexts++;
     const handle = this.nextContextHandle++;
     const ctx = new GuestContext(handle, session.tenant, session.id, this.device.createContext());
     this.contexts.set(handle, ctx);
@@ -255,6 +267,7 @@ export class Backend {
     for (const gbo of [...ctx.bos.values()]) this.freeBo(ctx, gbo);
     this.device.destroyContext(ctx.device);
     this.contexts.delete(ctx.handle);
+    this.usageOf(ctx.tenant).contexts--;
     this.sessions.get(ctx.sessionId)?.contexts.delete(ctx.handle);
   }
 
@@ -535,7 +548,7 @@ export class Backend {
   private usageOf(tenant: string): TenantUsage {
     let used = this.usage.get(tenant);
     if (used === undefined) {
-      used = { vramBytes: 0, bos: 0 };
+      used = { vramBytes: 0, bos: 0, contexts: 0 };
       this.usage.set(tenant, used);
     }
     return used;

@@ -233,6 +233,16 @@ export class Sender {
       return;
     }
     if (this.state !== "streaming") return;
+    // Nothing beyond the log can have been applied: such an ack is not believed (it would
+    // release sync replies for frames the standby does not hold).
+    if (ack.appliedSeq > this.log.lastSeq) {
+      this.events.push({
+        kind: "refused",
+        code: ErrorCode.MALFORMED,
+        message: `ack of seq ${ack.appliedSeq} beyond the log's last ${this.log.lastSeq}`,
+      });
+      return;
+    }
     if (ack.appliedSeq > this.appliedSeq) {
       this.appliedSeq = ack.appliedSeq;
       this.lastProgressMs = nowMs;

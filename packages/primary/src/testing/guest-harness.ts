@@ -1,0 +1,147 @@
+// A GuestService in memory, for tests and fuzzers: a backend, a log and a sequencer as a
+// standalone node has them, and fake gRPC streams that record what the node writes. Nothing
+// listens; a test sends messages into a stream and reads what came back.
+import { EventEmitter } from "node:events";
+import type { PeerCertificate } from "node:tls";
+import { createLogger, createMetrics, ReplicationLog, type wire } from "@vgpu-ha/common";
+import { Backend, type BackendOptions } from "@vgpu-ha/gpu-model";
+import { Sequencer } from "../core/sequencer.js";
+import { SessionAdmission, type SessionAdmissionLimits } from "../core/session-admission.js";
+import { GuestService } from "../guest-service.js";
+import { TenantAuth, type TenantCredentials } from "../tenant-auth.js";
+
+/** A server stream that records what the node writes to it. */
+export class FakeGuestStream extends EventEmitter {
+  readonly written: wire.NodeMessage[] = [];
+  ended = false;
+  paused = false;
+  private readonly certificate: PeerCertificate | undefined;
+
+  constructor(certificate?: Pick<PeerCertificate, "subject" | "subjectaltname">) {
+    super();
+    this.certificate = certificate as PeerCertificate | undefined;
+  }
+
+  get writable(): boolean {
+    return !this.ended;
+  }
+
+  write(message: wire.NodeMessage): boolean {
+    if (this.ended) throw new Error("write after end");
+    this.written.push(message);
+    return true;
+  }
+
+  end(): this {
+    this.ended = true;
+    return this;
+  }
+
+  pause(): this {
+    this.paused = true;
+    return this;
+  }
+
+  resume(): this {
+    this.paused = false;
+    return this;
+  }
+
+  getAuthContext() {
+    return this.certificate
+      ? { transportSecurityType: "ssl", sslPeerCertificate: this.certificate }
+      : {};
+  }
+
+  /** The guest sends a message. */
+  send(message: wire.GuestMessage): void {
+    this.emit("data", message);
+  }
+}
+
+export interface GuestHarnessOptions {
+  readonly backend: BackendOptions;
+  readonly tenants: readonly TenantCredentials[];
+  readonly maxFramesInFlight?: number;
+  readonly maxMessageBytes?: number;
+  readonly sessionLimits?: SessionAdmissionLimits;
+  readonly refusals?: { perSecond: number; burst: number };
+  /** The clock of the session and refusal limits (ms); default performance.now. */
+  readonly nowMs?: () => number;
+}
+
+export interface GuestHarness {
+  readonly service: GuestService;
+  readonly backend: Backend;
+  readonly sequencer: Sequencer;
+  /** A new stream attached to the service, as gRPC would hand it over. */
+  connect(certificate?: Pick<PeerCertificate, "subject" | "subjectaltname">): FakeGuestStream;
+  /** Resolves once the service has served everything it was sent (its slices, its timers). */
+  settled(): Promise<void>;
+}
+
+export function guestHarness(options: GuestHarnessOptions): GuestHarness {
+  const backend = new Backend(options.backend);
+  const sequencer = new Sequencer(
+    backend,
+    new ReplicationLog(),
+    { mmio: "per-page", flushBytes: 1 << 20 },
+    () => 0,
+  );
+  const nowMs = options.nowMs ?? (() => performance.now());
+  const service = new GuestService({
+    sequencer,
+    auth: new TenantAuth(options.tenants),
+    ...(options.sessionLimits
+      ? { admission: new SessionAdmission(options.sessionLimits, nowMs) }
+      : {}),
+    ...(options.refusals ? { refusals: options.refusals } : {}),
+    nowMs,
+    metrics: createMetrics(
+      {
+        role: () => "standalone",
+        epoch: () => 1,
+        sessions: () => backend.sessions.size,
+        contexts: () => backend.contexts.size,
+        bos: () => 0,
+        vramUsedBytes: () => 0,
+        vramTotalBytes: () => 0,
+        replication: () => ({
+          lastSeq: 0,
+          appliedSeq: 0,
+          acknowledgedSeq: 0,
+          lagEntries: 0,
+          lagBytes: 0,
+          lagSeconds: 0,
+          connected: false,
+          snapshotInProgress: false,
+          eligible: false,
+          degraded: false,
+          leaseRemainingSeconds: 0,
+        }),
+      },
+      { processMetrics: false },
+    ),
+    log: createLogger({ level: "silent", nodeId: "harness" }),
+    nodeId: "harness",
+    epoch: () => 1,
+    maxFramesInFlight: options.maxFramesInFlight ?? 1024,
+    maxMessageBytes: options.maxMessageBytes ?? 64 << 20,
+    serving: () => true,
+    replicatedSeq: () => undefined,
+    afterApply: () => sequencer.flushMmio(),
+  });
+  return {
+    service,
+    backend,
+    sequencer,
+    connect(certificate) {
+      const stream = new FakeGuestStream(certificate);
+      service.serve(stream as never);
+      return stream;
+    },
+    async settled() {
+      while (service.busy) await new Promise<void>((r) => setTimeout(r, 1));
+    },
+  };
+}
