@@ -14,8 +14,13 @@ import {
   type Config,
   createClient,
   createMetrics,
+  discardedOnStepDown,
+  initialRole,
   type Logger,
   type NodeMetrics,
+  type PeerProbe,
+  promotionEpoch,
+  stepDownEpoch,
   systemClock,
   wire,
 } from "@vgpu-ha/common";
@@ -32,12 +37,6 @@ export interface NodeAddresses {
   readonly guest: string;
   readonly ops: string;
   readonly replication?: string;
-}
-
-interface PeerView {
-  readonly role: "primary" | "standby";
-  readonly epoch: number;
-  readonly replica: boolean;
 }
 
 export class VgpuNode implements Supervisor {
@@ -162,20 +161,17 @@ export class VgpuNode implements Supervisor {
       if (this.currentEpoch === 0) this.setEpoch(1);
       return "standalone";
     }
-    const peer = await this.probePeer();
-    if (peer && peer.epoch > this.currentEpoch) this.setEpoch(peer.epoch);
-    if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) return "standby";
-    if (config.role !== "primary") return "standby";
-    this.setEpoch(Math.max(this.currentEpoch, peer?.epoch ?? 0) + 1);
-    return "primary";
+    const decided = initialRole(config.role, this.currentEpoch, await this.probePeer());
+    if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
+    return decided.role;
   }
 
-  private async probePeer(): Promise<PeerView | undefined> {
+  private async probePeer(): Promise<PeerProbe | undefined> {
     const address = this.config.peer.replicationAddress;
     if (!address) return undefined;
     const client = createClient(wire.Replication, address, grpc.credentials.createInsecure());
     try {
-      return await new Promise<PeerView | undefined>((resolve) => {
+      return await new Promise<PeerProbe | undefined>((resolve) => {
         const request = create(wire.ProbeRequestSchema, {
           clusterId: this.config.clusterId,
           nodeId: this.config.nodeId,
@@ -222,7 +218,7 @@ export class VgpuNode implements Supervisor {
       if (this.stopping || !(standby instanceof StandbyRole)) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
-      const epoch = Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
+      const epoch = promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
       this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
@@ -238,10 +234,8 @@ export class VgpuNode implements Supervisor {
       if (this.stopping || !(primary instanceof PrimaryRole) || primary.name !== "primary") return;
       // After a handover the states are equal: keep ours and stay a replica (no snapshot).
       const kept = primary.handedOver();
-      const discarded = kept
-        ? { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 }
-        : primary.soloWork();
-      this.setEpoch(Math.max(this.currentEpoch, theirEpoch));
+      const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
+      this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
       this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
       this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);

@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   grantDue,
+  nextGrant,
   RELEASE_ALL,
   RELEASE_NONE,
   type ReleaseView,
@@ -74,6 +75,24 @@ describe("grantDue", () => {
     [{ releasedSeq: 0, lease: "degraded" }, false],
   ])("%j → %s", (change, expected) => {
     expect(grantDue({ ...base, granted: false, releasedSeq: 0, ...change })).toBe(expected);
+  });
+});
+
+describe("nextGrant", () => {
+  const v = { ...base, granted: false, releasedSeq: 10, snapshotChunksAcked: 0 };
+  it.each<[Partial<typeof v>, boolean]>([
+    [{}, true],
+    [{ releasedSeq: 11 }, false],
+    [{ granted: true, releasedSeq: 11 }, true],
+    [{ granted: true, lease: "fenced" }, true],
+    [{ granted: true, lease: "degraded" }, false],
+    [{ lease: "degraded" }, false],
+    [{ granted: true, link: "snapshot" }, true],
+    [{ granted: true, link: "snapshot", snapshotChunksAcked: 1 }, false],
+    [{ granted: true, link: "down" }, true],
+    [{ link: "snapshot", snapshotChunksAcked: 1 }, false],
+  ])("%j → %s", (change, expected) => {
+    expect(nextGrant({ ...v, ...change })).toBe(expected);
   });
 });
 

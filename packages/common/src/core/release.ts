@@ -87,3 +87,16 @@ export function stepPeerLease(
   if (nowMs - since >= leaseMs) return { lease: "degraded", fencedSinceMs: since };
   return { lease: "fenced", fencedSinceMs: since };
 }
+
+/**
+ * The sync grant after a step of the primary: revoked while it serves alone (degraded: it
+ * releases what the standby may lack) and once a snapshot has replaced the standby's state
+ * (its first chunk acknowledged: no longer a replica); given when `grantDue`.
+ */
+export function nextGrant(
+  v: ReleaseView & { readonly releasedSeq: number; readonly snapshotChunksAcked: number },
+): boolean {
+  if (v.lease === "degraded") return false;
+  if (v.granted) return !(v.link === "snapshot" && v.snapshotChunksAcked > 0);
+  return grantDue(v);
+}

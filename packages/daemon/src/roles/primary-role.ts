@@ -4,12 +4,14 @@
 // further lease without reaching its peer serves alone (degraded). Meeting a primary of a
 // higher epoch, it steps down. Standalone: no peer, nothing to wait for.
 import {
+  type DiscardedWork,
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
-  grantDue,
   grpcLink,
   type Link,
+  nextGrant,
+  otherPrimaryWins,
   type PrimaryMessage,
   primaryLeaseEndMs,
   RELEASE_ALL,
@@ -17,9 +19,14 @@ import {
   type ReplicationGauges,
   ReplicationLog,
   releasableSeq,
+  type SoloMark,
   type StandbyLinkState,
   type StandbyMessage,
+  soloMarkAt,
+  soloWork,
   stepPeerLease,
+  stepSoloMark,
+  type WorkCounters,
   type wire,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
@@ -78,9 +85,7 @@ export class PrimaryRole implements Role {
   /** A planned switchover in progress: guests paused, handover sent at this seq. */
   private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
-  private solo:
-    | { fromSeq: number; frames: number; acknowledged: number; sessions: number }
-    | undefined;
+  private solo: SoloMark | undefined;
 
   private readonly promoted: boolean;
 
@@ -159,7 +164,7 @@ export class PrimaryRole implements Role {
       // this node serves at once, alone until its new standby (the old primary) rejoins.
       this.lease = "degraded";
       this.confirmedSeq = this.log.lastSeq;
-      this.markSolo();
+      this.solo = soloMarkAt(this.confirmedSeq, this.workCounters());
     }
     this.client.start();
     const tickMs = Math.max(5, Math.floor(this.deps.config.lease.heartbeatMs / 2));
@@ -206,10 +211,8 @@ export class PrimaryRole implements Role {
     );
     this.lease = step.lease;
     this.fencedSinceMs = step.fencedSinceMs;
-    if (this.lease === "leased") this.solo = undefined;
-    else if (!this.solo) this.markSolo();
+    this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
     // Serving alone: the standby's grant is revoked before anything it lacks goes out.
-    if (this.lease === "degraded") this.setGrant(false);
     this.updateGrant();
     if (before !== this.lease) {
       const fields = { seq: this.log.lastSeq, from: before, to: this.lease };
@@ -247,19 +250,13 @@ export class PrimaryRole implements Role {
    * has replaced its state (its first chunk acknowledged: it is no longer a replica).
    */
   private updateGrant(): void {
-    const sender = this.sender!;
-    if (
-      this.granted &&
-      sender.state === "snapshot" &&
-      (sender.snapshotProgress?.chunksAcked ?? 0) > 0
-    ) {
-      this.setGrant(false);
-    } else if (
-      !this.granted &&
-      grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
-    ) {
-      this.setGrant(true);
-    }
+    this.setGrant(
+      nextGrant({
+        ...this.releaseView(),
+        releasedSeq: this.guests.releasedSeq,
+        snapshotChunksAcked: this.sender!.snapshotProgress?.chunksAcked ?? 0,
+      }),
+    );
   }
 
   private setGrant(granted: boolean): void {
@@ -280,30 +277,17 @@ export class PrimaryRole implements Role {
   }
 
   /**
-   * Work from here on may be discarded if a peer took over: the entries after the last seq a
-   * standby confirmed, and the frames and sessions applied since the lease was lost (their
-   * replies go out if this node ends up serving alone).
+   * Work since the solo mark may be discarded if a peer took over: the entries after the last
+   * seq a standby confirmed, and the frames and sessions applied since the lease was lost
+   * (their replies go out if this node ends up serving alone).
    */
-  private markSolo(): void {
-    this.solo = {
-      fromSeq: this.confirmedSeq,
-      frames: this.guests.applied.frames,
-      acknowledged: this.guests.applied.acknowledged,
-      sessions: this.guests.applied.sessions,
-    };
+  private workCounters(): WorkCounters {
+    return { lastSeq: this.log.lastSeq, ...this.guests.applied };
   }
 
   /** What stepping down now would throw away. */
-  soloWork(): { entries: number; frames: number; acknowledgedFrames: number; sessions: number } {
-    const s = this.solo;
-    if (!s) return { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 };
-    return {
-      entries: this.log.lastSeq - s.fromSeq,
-      frames: this.guests.applied.frames - s.frames,
-      // Replies held while fenced go out only if the node ends up degraded (serving alone).
-      acknowledgedFrames: this.guests.applied.acknowledged - s.acknowledged,
-      sessions: this.guests.applied.sessions - s.sessions,
-    };
+  soloWork(): DiscardedWork {
+    return soloWork(this.solo, this.workCounters());
   }
 
   /** Another primary dials us: the lower epoch steps down. */
@@ -317,8 +301,8 @@ export class PrimaryRole implements Role {
     link.onMessage((m: PrimaryMessage) => {
       if (m.kind !== "hello") return;
       const theirs = m.epoch;
-      const theyWin = theirs > mine || (theirs === mine && m.nodeId < this.deps.config.nodeId);
-      if (theyWin) {
+      const self = { epoch: mine, nodeId: this.deps.config.nodeId };
+      if (otherPrimaryWins(self, m)) {
         link.close("stepping down");
         this.deps.supervisor.stepDown(theirs, `met primary ${m.nodeId} of epoch ${theirs}`);
       } else {

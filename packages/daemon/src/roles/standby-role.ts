@@ -2,7 +2,7 @@
 // nothing has come from the primary for a whole lease and this replica is eligible (complete,
 // not diverged), it asks the node to promote it; an ineligible standby says why and waits.
 // Guests are told NOT_PRIMARY with the primary's address.
-import { type ReplicationGauges, standbyLeaseExpired } from "@vgpu-ha/common";
+import { type ReplicationGauges, watchStandbyLease } from "@vgpu-ha/common";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
@@ -72,29 +72,27 @@ export class StandbyRole implements Role {
 
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
-    const now = this.deps.clock.monotonicMs();
     const t = this.deps.config.lease;
-    const sinceWatch = this.lastWatchMs === undefined ? 0 : now - this.lastWatchMs;
-    this.lastWatchMs = now;
-    // This process itself was stopped (paused, starved): what the primary sent meanwhile is
-    // still unread in the socket. Judge the lease only from after waking.
-    if (sinceWatch > t.durationMs / 2 && this.link.lastMessageMs !== undefined) {
-      this.link.lastMessageMs = Math.max(this.link.lastMessageMs, now);
-      return;
-    }
-    const last = this.link.lastMessageMs;
-    if (this.promoting || last === undefined) return;
-    const expired = standbyLeaseExpired(now, last, {
-      leaseMs: t.durationMs,
-      heartbeatMs: t.heartbeatMs,
-      driftMarginMs: t.driftMarginMs,
-      maxDriftRatio: t.maxDriftRatio,
-    });
-    if (!expired) {
+    // A gap since the last look means this process itself was stopped: see watchStandbyLease.
+    const { watch, verdict } = watchStandbyLease(
+      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.link.lastMessageMs },
+      this.deps.clock.monotonicMs(),
+      {
+        leaseMs: t.durationMs,
+        heartbeatMs: t.heartbeatMs,
+        driftMarginMs: t.driftMarginMs,
+        maxDriftRatio: t.maxDriftRatio,
+      },
+      this.receiver.eligible,
+    );
+    this.lastWatchMs = watch.lastWatchMs;
+    this.link.lastMessageMs = watch.lastMessageMs;
+    if (verdict === "woke" || verdict === "no-primary" || this.promoting) return;
+    if (verdict === "live") {
       this.ineligibleLogged = false;
       return;
     }
-    if (!this.receiver.eligible) {
+    if (verdict === "ineligible") {
       if (!this.ineligibleLogged) {
         this.ineligibleLogged = true;
         this.deps.logger.error(
