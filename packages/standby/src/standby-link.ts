@@ -23,6 +23,12 @@ export class StandbyLink {
   private readonly onStep: (message: PrimaryMessage) => void;
   private readonly now: () => number;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
+  /**
+   * Streams accepted and not yet live (no hello yet): close() must end them too, or one would
+   * become live on a stopped role — whose replica may already serve as a new primary's state.
+   */
+  private readonly pending = new Set<Link<StandbyMessage, PrimaryMessage>>();
+  private closed = false;
   /** Monotonic ms of the last message from a primary (undefined: none since start). */
   lastMessageMs: number | undefined;
 
@@ -53,8 +59,14 @@ export class StandbyLink {
       encodeStandbyMessage,
       decodePrimaryMessage,
     );
+    if (this.closed) {
+      link.close("standby stopped");
+      return;
+    }
+    this.pending.add(link);
     link.onMessage((message) => {
       if (this.link !== link) {
+        this.pending.delete(link);
         const valid =
           message.kind === "hello" &&
           message.clusterId === receiver.options.clusterId &&
@@ -86,6 +98,7 @@ export class StandbyLink {
       this.onStep(message);
     });
     link.onClose((reason) => {
+      this.pending.delete(link);
       if (this.link === link) {
         this.link = undefined;
         receiver.disconnected();
@@ -94,7 +107,10 @@ export class StandbyLink {
     });
   }
 
+  /** Ends the live stream and any not yet live; later streams are refused. */
   close(reason: string): void {
+    this.closed = true;
+    for (const pending of [...this.pending]) pending.close(reason);
     this.link?.close(reason);
     this.link = undefined;
   }
