@@ -20,6 +20,7 @@ import {
   type NodeMetrics,
   type PeerProbe,
   promotionEpoch,
+  standbyWithoutPrimary,
   stepDownEpoch,
   systemClock,
   wire,
@@ -55,6 +56,8 @@ export class VgpuNode implements Supervisor {
   private stopping = false;
   /** Role changes run one after another. */
   private transition: Promise<void> = Promise.resolve();
+  /** The standby's look for a primary (see watchForPrimary). */
+  private primaryWatch: NodeJS.Timeout | undefined;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -140,6 +143,10 @@ export class VgpuNode implements Supervisor {
     // primary redials and meets the real role.
     await this.role.stop("role decided");
     this.become(initial, initial === "primary" ? "cold_start" : "start");
+    if (config.role !== "standalone") {
+      const everyMs = Math.max(1000, config.lease.durationMs * 2);
+      this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
+    }
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await this.ops.listen({ host: opsHost, port: opsPort });
     const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
@@ -166,6 +173,36 @@ export class VgpuNode implements Supervisor {
     return decided.role;
   }
 
+  /**
+   * A standby with no primary in sight — none has spoken to it, or the one it followed went
+   * silent and it may not take over — asks its peer and acts on the answer, so the pair does
+   * not stay without a primary when one of them can serve (see standbyWithoutPrimary).
+   */
+  private watchForPrimary(): void {
+    this.transition = this.transition.then(async () => {
+      const standby = this.role;
+      if (this.stopping || !(standby instanceof StandbyRole) || standby.primaryInSight()) return;
+      const peer = await this.probePeer();
+      if (this.role !== standby || standby.primaryInSight()) return;
+      const self = {
+        configured: this.config.role === "primary" ? "primary" : "standby",
+        epoch: this.currentEpoch,
+        holdsReplica: standby.holdsReplica,
+      } as const;
+      const decided = standbyWithoutPrimary(self, peer);
+      if (decided.action === "wait") return;
+      this.log.warn({ peer, decided }, "no primary in sight and the peer holds nothing");
+      if (decided.action === "takeOver") {
+        this.adoptEpoch(decided.epoch - 1);
+        void this.promote("recovery", true);
+        return;
+      }
+      this.setEpoch(decided.epoch);
+      await standby.stop("starting the pair");
+      this.become("primary", "cold_start");
+    });
+  }
+
   private async probePeer(): Promise<PeerProbe | undefined> {
     const address = this.config.peer.replicationAddress;
     if (!address) return undefined;
@@ -181,7 +218,8 @@ export class VgpuNode implements Supervisor {
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
           if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          resolve({ role, epoch: Number(res.epoch), replica: res.replica });
+          const appliedSeq = Number(res.appliedSeq);
+          resolve({ role, epoch: Number(res.epoch), replica: res.replica, appliedSeq });
         });
       });
     } finally {
@@ -317,6 +355,7 @@ export class VgpuNode implements Supervisor {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    clearInterval(this.primaryWatch);
     this.log.info("node stopping");
     await this.transition;
     await this.role.stop("node shutting down");

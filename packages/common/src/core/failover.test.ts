@@ -1,5 +1,7 @@
 // Proves the supervisor's decisions at their boundaries: the starting role from a probe (cold
-// start of both, a live primary or replica peer, a higher peer epoch adopted), who wins when
+// start of both, a live primary or replica peer, a higher peer epoch adopted, a node that has
+// served waits for a silent peer instead of starting empty), a standby with no primary in
+// sight (wait, take over with the replica left, or start afresh: exactly one acts), who wins when
 // two primaries meet (epoch, then node id, and exactly one side wins), the promotion epoch,
 // the standby's lease watch (self-pause, no primary yet, expiry at exactly one lease,
 // eligibility) and the solo-work accounting a step-down reports.
@@ -12,8 +14,10 @@ import {
   otherPrimaryWins,
   type PeerProbe,
   promotionEpoch,
+  type StandbyRecovery,
   soloMarkAt,
   soloWork,
+  standbyWithoutPrimary,
   stepDownEpoch,
   stepSoloMark,
   type WorkCounters,
@@ -23,61 +27,25 @@ import { DEFAULT_LEASE_TERMS } from "./lease.js";
 
 const t = DEFAULT_LEASE_TERMS; // lease 500 ms
 
+const peer = (role: "primary" | "standby", epoch: number, replica = false, appliedSeq = 0) =>
+  ({ role, epoch, replica, appliedSeq }) satisfies PeerProbe;
+
 describe("initialRole", () => {
   it.each<[string, "primary" | "standby", number, PeerProbe | undefined, string, number]>([
     ["cold start, configured primary, no peer", "primary", 0, undefined, "primary", 1],
     ["cold start, configured standby, no peer", "standby", 0, undefined, "standby", 0],
-    [
-      "cold start of both",
-      "primary",
-      0,
-      { role: "standby", epoch: 0, replica: false },
-      "primary",
-      1,
-    ],
-    ["restart after epochs, no peer", "primary", 4, undefined, "primary", 5],
-    [
-      "peer primary at a higher epoch",
-      "primary",
-      2,
-      { role: "primary", epoch: 3, replica: false },
-      "standby",
-      3,
-    ],
-    [
-      "peer primary at a lower epoch",
-      "primary",
-      5,
-      { role: "primary", epoch: 3, replica: false },
-      "standby",
-      5,
-    ],
-    [
-      "peer standby with a replica",
-      "primary",
-      2,
-      { role: "standby", epoch: 2, replica: true },
-      "standby",
-      2,
-    ],
-    [
-      "peer empty standby, higher epoch",
-      "primary",
-      2,
-      { role: "standby", epoch: 6, replica: false },
-      "primary",
-      7,
-    ],
-    [
-      "configured standby, peer empty standby",
-      "standby",
-      1,
-      { role: "standby", epoch: 3, replica: false },
-      "standby",
-      3,
-    ],
-  ])("%s", (_, configured, own, peer, role, epoch) => {
-    expect(initialRole(configured, own, peer)).toEqual({ role, epoch });
+    ["cold start of both", "primary", 0, peer("standby", 0), "primary", 1],
+    ["both restart after serving", "primary", 4, peer("standby", 4), "primary", 5],
+    ["restart after serving, peer silent: wait", "primary", 4, undefined, "standby", 4],
+    ["peer primary at a higher epoch", "primary", 2, peer("primary", 3), "standby", 3],
+    ["peer primary at a lower epoch", "primary", 5, peer("primary", 3), "standby", 5],
+    ["peer standby with a replica", "primary", 2, peer("standby", 2, true, 9), "standby", 2],
+    ["peer holds an ineligible replica", "primary", 2, peer("standby", 2, false, 9), "standby", 2],
+    ["peer empty standby, higher epoch", "primary", 2, peer("standby", 6), "primary", 7],
+    ["configured standby, peer empty", "standby", 1, peer("standby", 3), "standby", 3],
+    ["configured standby, peer silent", "standby", 3, undefined, "standby", 3],
+  ])("%s", (_, configured, own, probe, role, epoch) => {
+    expect(initialRole(configured, own, probe)).toEqual({ role, epoch });
   });
 
   it("never lowers the epoch and a primary's is above every known one", () => {
@@ -90,6 +58,7 @@ describe("initialRole", () => {
             role: fc.constantFrom<"primary" | "standby">("primary", "standby"),
             epoch: fc.nat(100),
             replica: fc.boolean(),
+            appliedSeq: fc.nat(3),
           }),
           { nil: undefined },
         ),
@@ -99,9 +68,68 @@ describe("initialRole", () => {
           if (d.role === "primary") {
             expect(d.epoch).toBeGreaterThan(Math.max(own, peer?.epoch ?? 0));
             expect(configured).toBe("primary");
+            // it throws nothing away: the peer holds nothing, or the pair never served
+            expect(peer === undefined ? own : peer.appliedSeq).toBe(0);
           }
         },
       ),
+    );
+  });
+});
+
+describe("standbyWithoutPrimary", () => {
+  const self = (configured: "primary" | "standby", epoch: number, holdsReplica: boolean) => ({
+    configured,
+    epoch,
+    holdsReplica,
+  });
+  it.each<[string, ReturnType<typeof self>, PeerProbe | undefined, StandbyRecovery]>([
+    ["peer silent", self("primary", 3, true), undefined, { action: "wait" }],
+    ["peer primary", self("primary", 3, false), peer("primary", 4), { action: "wait" }],
+    ["peer eligible", self("primary", 3, false), peer("standby", 3, true, 9), { action: "wait" }],
+    [
+      "peer holds state",
+      self("primary", 3, false),
+      peer("standby", 3, false, 9),
+      { action: "wait" },
+    ],
+    [
+      "peer empty, this one holds a replica",
+      self("standby", 3, true),
+      peer("standby", 5),
+      { action: "takeOver", epoch: 6 },
+    ],
+    [
+      "both empty, configured primary starts",
+      self("primary", 7, false),
+      peer("standby", 5),
+      { action: "start", epoch: 8 },
+    ],
+    [
+      "both empty, configured standby waits",
+      self("standby", 7, false),
+      peer("standby", 5),
+      { action: "wait" },
+    ],
+  ])("%s", (_, me, probe, expected) => {
+    expect(standbyWithoutPrimary(me, probe)).toEqual(expected);
+  });
+
+  it("exactly one of two empty-or-not standbys acts when they see each other", () => {
+    fc.assert(
+      fc.property(fc.boolean(), fc.boolean(), fc.nat(5), fc.nat(5), (aHolds, bHolds, ea, eb) => {
+        // a is configured primary, b standby; each sees the other as a standby.
+        const a = standbyWithoutPrimary(
+          self("primary", ea, aHolds),
+          peer("standby", eb, false, bHolds ? 7 : 0),
+        );
+        const b = standbyWithoutPrimary(
+          self("standby", eb, bHolds),
+          peer("standby", ea, false, aHolds ? 7 : 0),
+        );
+        const acting = [a, b].filter((d) => d.action !== "wait").length;
+        expect(acting).toBe(aHolds && bHolds ? 0 : 1);
+      }),
     );
   });
 });

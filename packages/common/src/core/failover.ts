@@ -13,6 +13,8 @@ export interface PeerProbe {
   readonly epoch: number;
   /** The peer is a standby holding a replica it may take over with (eligible). */
   readonly replica: boolean;
+  /** The last seq the peer's state holds (0: it holds nothing). */
+  readonly appliedSeq: number;
 }
 
 export interface InitialRole {
@@ -25,10 +27,15 @@ export interface InitialRole {
 }
 
 /**
- * A starting node's role. A peer that is primary, or a standby holding a replica (it takes
- * over when the lease it watches expires), makes this node a standby. Else the node
- * configured `role: primary` becomes primary at an epoch above both nodes' (cold start of both:
- * epoch 1), and the other one a standby. A higher epoch of the peer is adopted either way.
+ * A starting node's role. A starting node holds no state (GPU state is volatile). A peer that
+ * is primary, or a standby holding a replica (it takes over when the lease it watches
+ * expires), makes this node a standby. Else the node configured `role: primary` starts the
+ * pair as primary at an epoch above both nodes' — but only when that throws nothing away: the
+ * peer answered and holds nothing, or the pair never served (epoch 0 here: cold start of both
+ * gives epoch 1). A node that has served (epoch > 0) and cannot reach its peer waits as a
+ * standby (see standbyWithoutPrimary): the peer may be serving (paused, cut off), and an
+ * empty primary of a higher or equal epoch would make it discard everything when they meet.
+ * The other node is a standby.
  */
 export function initialRole(
   configured: PairRole,
@@ -36,11 +43,51 @@ export function initialRole(
   peer: PeerProbe | undefined,
 ): InitialRole {
   const known = Math.max(ownEpoch, peer?.epoch ?? 0);
-  if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) {
-    return { role: "standby", epoch: known };
+  const standby = { role: "standby", epoch: known } as const;
+  if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) return standby;
+  if (configured !== "primary") return standby;
+  const peerEmpty = peer !== undefined && peer.appliedSeq === 0;
+  if (peerEmpty || (peer === undefined && ownEpoch === 0)) {
+    return { role: "primary", epoch: known + 1 };
   }
-  if (configured !== "primary") return { role: "standby", epoch: known };
-  return { role: "primary", epoch: known + 1 };
+  return standby;
+}
+
+export interface StandbySelf {
+  readonly configured: PairRole;
+  readonly epoch: number;
+  /** This standby holds a replica (complete, applied up to a seq above 0), granted or not. */
+  readonly holdsReplica: boolean;
+}
+
+export type StandbyRecovery =
+  | { readonly action: "wait" }
+  /** Start the pair as primary with an empty state (neither node holds anything). */
+  | { readonly action: "start"; readonly epoch: number }
+  /** Take over with this standby's replica although it lacks the grant: it is all that is left. */
+  | { readonly action: "takeOver"; readonly epoch: number };
+
+/**
+ * A standby with no primary in sight (none has spoken to it, or the one it followed went
+ * silent and it may not take over) asks its peer, so the pair does not stay without a primary
+ * when one of them can serve. A peer that is primary, or an eligible replica (it takes over
+ * itself), or that does not answer (it may be serving, paused or cut off): wait. A peer that is
+ * a standby holding nothing (it lost its state): this standby takes over with its replica
+ * (ungranted: the frames it may lack are gone with the peer's state anyway), or, holding
+ * nothing either, the configured primary starts the pair afresh. A peer holding state it
+ * cannot take over with: wait for it to find this node empty and take over itself.
+ */
+export function standbyWithoutPrimary(
+  self: StandbySelf,
+  peer: PeerProbe | undefined,
+): StandbyRecovery {
+  if (peer === undefined || peer.role === "primary" || peer.replica || peer.appliedSeq > 0) {
+    return { action: "wait" };
+  }
+  const epoch = Math.max(self.epoch, peer.epoch) + 1;
+  if (self.holdsReplica) return { action: "takeOver", epoch };
+  if (self.configured === "primary") return { action: "start", epoch };
+  return { action: "wait" };
 }
 
 /** A primary as another primary sees it in its hello. */

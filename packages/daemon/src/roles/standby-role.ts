@@ -122,6 +122,19 @@ export class StandbyRole implements Role {
     };
   }
 
+  /** A primary has spoken to this standby within the lease. */
+  primaryInSight(): boolean {
+    const last = this.link.lastMessageMs;
+    return (
+      last !== undefined && this.deps.clock.monotonicMs() - last < this.deps.config.lease.durationMs
+    );
+  }
+
+  /** This standby holds a replica (granted or not) with something in it. */
+  get holdsReplica(): boolean {
+    return this.receiver.state === "replica" && this.receiver.appliedSeq > 0;
+  }
+
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);
