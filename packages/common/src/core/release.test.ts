@@ -1,17 +1,22 @@
 // Proves the release and grant rules: a fenced primary releases nothing; a granted standby
 // gates every reply (on the live link its applied seq, off it what it confirmed); an
 // ungranted streaming standby gates replies until it earns the grant; the grant is due only
-// once the standby applied everything released; and the peer lease steps leased → fenced →
+// once the standby applied everything released, revoked serving alone or once a snapshot
+// replaced the standby's state — and that revocation gates replies until confirmed by an
+// echoed heartbeat; and the peer lease steps leased → fenced →
 // degraded (after a further lease) → leased.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  type GrantState,
+  grantBinds,
   grantDue,
-  nextGrant,
+  NO_GRANT,
   RELEASE_ALL,
   RELEASE_NONE,
   type ReleaseView,
   releasableSeq,
+  stepGrant,
   stepPeerLease,
 } from "./release.js";
 
@@ -78,21 +83,42 @@ describe("grantDue", () => {
   });
 });
 
-describe("nextGrant", () => {
-  const v = { ...base, granted: false, releasedSeq: 10, snapshotChunksAcked: 0 };
-  it.each<[Partial<typeof v>, boolean]>([
-    [{}, true],
-    [{ releasedSeq: 11 }, false],
-    [{ granted: true, releasedSeq: 11 }, true],
-    [{ granted: true, lease: "fenced" }, true],
-    [{ granted: true, lease: "degraded" }, false],
-    [{ lease: "degraded" }, false],
-    [{ granted: true, link: "snapshot" }, true],
-    [{ granted: true, link: "snapshot", snapshotChunksAcked: 1 }, false],
-    [{ granted: true, link: "down" }, true],
-    [{ link: "snapshot", snapshotChunksAcked: 1 }, false],
-  ])("%j → %s", (change, expected) => {
-    expect(nextGrant({ ...v, ...change })).toBe(expected);
+describe("stepGrant", () => {
+  const v = {
+    ...base,
+    granted: false,
+    releasedSeq: 10,
+    snapshotChunksAcked: 0,
+    nowUs: 5000,
+    echoedUs: 4000,
+  };
+  const on: GrantState = { granted: true, revokedAtUs: undefined };
+  const revoking: GrantState = { granted: false, revokedAtUs: 5000 };
+  it.each<[GrantState, Partial<typeof v>, GrantState]>([
+    [NO_GRANT, {}, on],
+    [NO_GRANT, { releasedSeq: 11 }, NO_GRANT],
+    [on, { releasedSeq: 11 }, on],
+    [on, { lease: "fenced" }, on],
+    [on, { lease: "degraded" }, NO_GRANT],
+    [NO_GRANT, { lease: "degraded" }, NO_GRANT],
+    [on, { link: "snapshot" }, on],
+    [on, { link: "snapshot", snapshotChunksAcked: 1 }, revoking],
+    [on, { link: "down" }, on],
+    [NO_GRANT, { link: "snapshot", snapshotChunksAcked: 1 }, NO_GRANT],
+    // the revocation binds until a heartbeat sent after it is echoed
+    [revoking, { link: "snapshot", echoedUs: 5000 }, revoking],
+    [revoking, { link: "snapshot", echoedUs: 5001 }, NO_GRANT],
+    [revoking, { link: "snapshot", lease: "degraded" }, NO_GRANT],
+    [revoking, {}, on],
+  ])("%j with %j → %j", (prev, change, expected) => {
+    expect(stepGrant(prev, { ...v, ...change })).toEqual(expected);
+  });
+
+  it("keeps replies gated while a revocation is unconfirmed", () => {
+    expect(grantBinds(revoking)).toBe(true);
+    const view = { ...base, granted: grantBinds(revoking), link: "snapshot" as const };
+    expect(releasableSeq(view)).toBe(base.confirmedSeq);
+    expect(releasableSeq({ ...view, granted: grantBinds(NO_GRANT) })).toBe(RELEASE_ALL);
   });
 });
 

@@ -88,15 +88,52 @@ export function stepPeerLease(
   return { lease: "fenced", fencedSinceMs: since };
 }
 
+export interface GrantState {
+  /** The primary grants its standby (its heartbeats say so). */
+  readonly granted: boolean;
+  /**
+   * A revocation the standby may not have seen yet: the send time (µs, the primary's clock)
+   * at which it was revoked; a heartbeat sent after it must come back echoed first.
+   */
+  readonly revokedAtUs: number | undefined;
+}
+
+export const NO_GRANT: GrantState = { granted: false, revokedAtUs: undefined };
+
 /**
- * The sync grant after a step of the primary: revoked while it serves alone (degraded: it
- * releases what the standby may lack) and once a snapshot has replaced the standby's state
- * (its first chunk acknowledged: no longer a replica); given when `grantDue`.
+ * Whether replies must still be gated as if the standby held the grant: it does, or it may
+ * still believe so (a revocation not yet confirmed).
  */
-export function nextGrant(
-  v: ReleaseView & { readonly releasedSeq: number; readonly snapshotChunksAcked: number },
-): boolean {
-  if (v.lease === "degraded") return false;
-  if (v.granted) return !(v.link === "snapshot" && v.snapshotChunksAcked > 0);
-  return grantDue(v);
+export function grantBinds(g: GrantState): boolean {
+  return g.granted || g.revokedAtUs !== undefined;
+}
+
+/**
+ * The sync grant after a step of the primary. Revoked while it serves alone (degraded: it
+ * releases what the standby may lack; a live standby would have taken over or told it its
+ * epoch by then) and once a snapshot has replaced the standby's state (its first chunk
+ * acknowledged: no longer a replica). A snapshot's revocation binds the releases until the
+ * standby echoes a heartbeat sent after it: a heartbeat of the old grant still on its way
+ * could otherwise grant the state the snapshot installs, while the primary released what that
+ * state lacks. Given when `grantDue`.
+ */
+export function stepGrant(
+  prev: GrantState,
+  v: ReleaseView & {
+    readonly releasedSeq: number;
+    readonly snapshotChunksAcked: number;
+    /** Now, in µs of the primary's clock (heartbeats carry such send times). */
+    readonly nowUs: number;
+    /** The newest heartbeat send time the standby echoed. */
+    readonly echoedUs: number;
+  },
+): GrantState {
+  if (v.lease === "degraded") return NO_GRANT;
+  if (prev.granted) {
+    const replaced = v.link === "snapshot" && v.snapshotChunksAcked > 0;
+    return replaced ? { granted: false, revokedAtUs: v.nowUs } : prev;
+  }
+  if (grantDue(v)) return { granted: true, revokedAtUs: undefined };
+  if (prev.revokedAtUs !== undefined && v.echoedUs > prev.revokedAtUs) return NO_GRANT;
+  return prev;
 }

@@ -8,9 +8,11 @@ import {
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  type GrantState,
+  grantBinds,
   grpcLink,
   type Link,
-  nextGrant,
+  NO_GRANT,
   otherPrimaryWins,
   type PrimaryMessage,
   primaryLeaseEndMs,
@@ -24,6 +26,7 @@ import {
   type StandbyMessage,
   soloMarkAt,
   soloWork,
+  stepGrant,
   stepPeerLease,
   stepSoloMark,
   type WorkCounters,
@@ -80,8 +83,8 @@ export class PrimaryRole implements Role {
   private fencedSinceMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
-  /** Whether the standby holds the sync grant (core/release.ts). */
-  private granted = false;
+  /** The standby's sync grant (core/release.ts). */
+  private grant: GrantState = NO_GRANT;
   /** A planned switchover in progress: guests paused, handover sent at this seq. */
   private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
@@ -239,7 +242,7 @@ export class PrimaryRole implements Role {
       mode: this.deps.config.replication.mode,
       lease: lapsed || this.lease === "alone" ? "fenced" : this.lease,
       link,
-      granted: this.granted,
+      granted: grantBinds(this.grant),
       appliedSeq: sender.appliedSeq,
       confirmedSeq: this.confirmedSeq,
     };
@@ -247,21 +250,27 @@ export class PrimaryRole implements Role {
 
   /**
    * Grants the standby once it has everything released; revokes the grant once a snapshot
-   * has replaced its state (its first chunk acknowledged: it is no longer a replica).
+   * has replaced its state (its first chunk acknowledged: it is no longer a replica) or while
+   * serving alone (see stepGrant).
    */
   private updateGrant(): void {
+    const sender = this.sender!;
     this.setGrant(
-      nextGrant({
+      stepGrant(this.grant, {
         ...this.releaseView(),
         releasedSeq: this.guests.releasedSeq,
-        snapshotChunksAcked: this.sender!.snapshotProgress?.chunksAcked ?? 0,
+        snapshotChunksAcked: sender.snapshotProgress?.chunksAcked ?? 0,
+        nowUs: Math.round(this.deps.clock.monotonicMs() * 1000),
+        echoedUs: sender.ackedHeartbeatUs,
       }),
     );
   }
 
-  private setGrant(granted: boolean): void {
-    if (granted === this.granted) return;
-    this.granted = granted;
+  private setGrant(grant: GrantState): void {
+    const granted = grant.granted;
+    const changed = granted !== this.grant.granted;
+    this.grant = grant;
+    if (!changed) return;
     this.sender!.syncGrant = granted;
     this.deps.logger.info(
       { seq: this.log.lastSeq, appliedSeq: this.sender!.appliedSeq },
