@@ -147,6 +147,8 @@ export class Session {
     let next = preferred;
     let lastError: Error = cause;
     let failed: string | undefined;
+    /** Nodes that answered the resume with UNKNOWN_SESSION in this round. */
+    const unknownAt = new Set<string>();
     while (Date.now() < deadline && !this.closedError) {
       // A redirect back to the node that just failed is stale (its peer cannot know yet).
       if (next === failed) next = undefined;
@@ -165,8 +167,14 @@ export class Session {
         drop(conn);
       } catch (e) {
         lastError = e as Error;
-        if (e instanceof SessionClosedError && FATAL.has(e.code)) break;
-        if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
+        if (e instanceof SessionClosedError && e.code === ErrorCode.UNKNOWN_SESSION) {
+          // A primary of an older epoch (peer mode, split brain) does not know a session the
+          // other node serves: the session is lost only once every node said so.
+          unknownAt.add(endpoint);
+          if (unknownAt.size >= this.endpoints.length) break;
+          failed = endpoint;
+        } else if (e instanceof SessionClosedError && FATAL.has(e.code)) break;
+        else if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
         else failed = endpoint;
       }
       attempt++;
