@@ -56,7 +56,10 @@ export function initialRole(
 export interface StandbySelf {
   readonly configured: PairRole;
   readonly epoch: number;
-  /** This standby holds a replica (complete, applied up to a seq above 0), granted or not. */
+  /**
+   * This standby holds a replica (applied up to a seq above 0), granted or not — during a
+   * snapshot, the one the snapshot is replacing.
+   */
   readonly holdsReplica: boolean;
 }
 

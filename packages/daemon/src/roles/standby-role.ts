@@ -130,9 +130,14 @@ export class StandbyRole implements Role {
     );
   }
 
-  /** This standby holds a replica (granted or not) with something in it. */
+  /**
+   * This standby holds a replica (granted or not) with something in it — during a snapshot,
+   * the one being replaced, intact until the snapshot completes.
+   */
   get holdsReplica(): boolean {
-    return this.receiver.state === "replica" && this.receiver.appliedSeq > 0;
+    const r = this.receiver;
+    const whole = r.state === "replica" || r.state === "snapshot";
+    return whole && r.backend !== undefined && r.appliedSeq > 0;
   }
 
   /** Why this standby may not take over, or undefined when it may. */
