@@ -41,6 +41,7 @@ class Pipe<T> {
     readonly link: SimLink,
     private readonly cut: () => boolean,
     private readonly label: string,
+    private readonly dropped: () => void,
   ) {}
 
   transmit(item: Item<T>): void {
@@ -54,6 +55,7 @@ class Pipe<T> {
   schedule(item: Item<T>): void {
     const now = this.world.nowMs;
     const times = item.kind === "msg" ? this.link.deliveryTimes(now) : [this.link.inOrderTime(now)];
+    if (times.length === 0) this.dropped();
     for (const t of times) this.world.at(t, this.label, () => this.to.arrive(item));
   }
 
@@ -193,6 +195,8 @@ export class Network {
     readonly server: End<unknown, unknown>;
     readonly between: readonly [string, string];
   }[] = [];
+  /** Called when the link loses a message on its own (a network failure). */
+  onDrop: (() => void) | undefined;
   /** The per-message faults are off (the network healed). */
   private healed = false;
   readonly stats = { dropped: 0, duplicated: 0, reordered: 0, refused: 0, dialTimeouts: 0 };
@@ -235,17 +239,20 @@ export class Network {
     const faulty = options.kind === "replication";
     const up = this.link(params, faulty);
     const down = this.link(params, faulty);
+    const dropped = () => this.onDrop?.();
     const upPipe = new Pipe<A>(
       this.world,
       up,
       () => this.isCut(from.name, to.name),
       `${from.name}>${to.name}`,
+      dropped,
     );
     const downPipe = new Pipe<B>(
       this.world,
       down,
       () => this.isCut(to.name, from.name),
       `${to.name}>${from.name}`,
+      dropped,
     );
     const client = new End<A, B>(id, from.proc, upPipe, true);
     const target = to.host.process();

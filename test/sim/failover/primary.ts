@@ -66,6 +66,8 @@ export class SimPrimary {
   private nextSession = 1;
   lease: LeaseState = "fenced";
   private fencedSinceMs: number | undefined;
+  /** When the lease was last stepped: stepPeerLease notices this process was stopped. */
+  private leaseSteppedMs: number | undefined;
   private confirmedSeq = 0;
   private grant: GrantState = NO_GRANT;
   private solo: SoloMark | undefined;
@@ -177,13 +179,14 @@ export class SimPrimary {
     const now = this.deps.proc.now();
     const before = this.lease;
     const step = stepPeerLease(
-      { lease: this.lease, fencedSinceMs: this.fencedSinceMs },
+      { lease: this.lease, fencedSinceMs: this.fencedSinceMs, steppedMs: this.leaseSteppedMs },
       now,
       this.sender.ackedHeartbeatUs > 0 ? this.leaseEndMs() : undefined,
       this.deps.params.lease.leaseMs,
     );
     this.lease = step.lease;
     this.fencedSinceMs = step.fencedSinceMs;
+    this.leaseSteppedMs = step.steppedMs;
     this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
     this.updateGrant();
     if (before !== this.lease) {

@@ -69,6 +69,8 @@ export class FailoverSimulation {
       eligible: (node) => this.nodes[node].standby?.receiver.eligible ?? false,
     };
     this.net = new Network(this.world, params.network, params.guestLatencyMs, root.fork(14));
+    // A lost message is a network failure too (split brain may follow).
+    this.net.onDrop = () => this.checker.networkFailed();
     const g = params.guests;
     this.workload = generateWorkload(params.seed, {
       frames: g.frames,
@@ -292,7 +294,6 @@ export class FailoverSimulation {
   advanceTo(untilMs: number): void {
     while (this.world.stepUntil(untilMs)) {
       if (this.world.events > MAX_EVENTS) throw new SimFailure(`more than ${MAX_EVENTS} events`);
-      this.noteDrops();
     }
     this.world.nowMs = Math.max(this.world.nowMs, untilMs);
   }
@@ -404,18 +405,28 @@ export class FailoverSimulation {
       }
       if (this.world.events > MAX_EVENTS) throw new SimFailure(`more than ${MAX_EVENTS} events`);
       if (!this.world.step()) throw new SimFailure("nothing left to happen");
-      this.noteDrops();
     }
   }
 
-  private lastDropped = 0;
-  /** A lost message is a network failure too (split brain may follow). */
-  private noteDrops(): void {
-    const dropped = this.net.linkStats.dropped;
-    if (dropped > this.lastDropped) {
-      this.lastDropped = dropped;
-      this.checker.networkFailed();
+  /**
+   * Script mode's end: everything heals (crashed nodes restart), the guests send what is left,
+   * and the pair must settle within the liveness bound; then the final checks.
+   */
+  settle(): { digest: string; lastSeq: number } {
+    this.heal();
+    this.issueBudget = Number.POSITIVE_INFINITY;
+    this.issue();
+    const bound = this.world.nowMs + this.params.livenessBoundMs;
+    while (!this.quiescent()) {
+      if (this.world.nowMs > bound) {
+        throw new SimFailure(
+          `liveness: not settled ${this.params.livenessBoundMs}ms after healing`,
+        );
+      }
+      if (this.world.events > MAX_EVENTS) throw new SimFailure(`more than ${MAX_EVENTS} events`);
+      if (!this.world.step()) throw new SimFailure("nothing left to happen");
     }
+    return this.finalCheck();
   }
 
   /** One primary, an in-sync granted standby, guests done, nothing held. */

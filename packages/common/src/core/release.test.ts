@@ -126,13 +126,19 @@ describe("stepPeerLease", () => {
   const L = 500;
   it("is leased before the lease end and fenced from it on", () => {
     const held = stepPeerLease({ lease: "fenced", fencedSinceMs: 0 }, 100, 101, L);
-    expect(held).toEqual({ lease: "leased", fencedSinceMs: undefined });
-    expect(stepPeerLease(held, 101, 101, L)).toEqual({ lease: "fenced", fencedSinceMs: 101 });
+    expect(held).toEqual({ lease: "leased", fencedSinceMs: undefined, steppedMs: 100 });
+    expect(stepPeerLease(held, 101, 101, L)).toEqual({
+      lease: "fenced",
+      fencedSinceMs: 101,
+      steppedMs: 101,
+    });
   });
 
   it("degrades after a further whole lease without the peer, and recovers", () => {
+    // stepped every 100 ms, as the role's timer does
     let s = stepPeerLease({ lease: "leased", fencedSinceMs: undefined }, 1000, 900, L);
-    expect(s).toEqual({ lease: "fenced", fencedSinceMs: 1000 });
+    expect(s).toEqual({ lease: "fenced", fencedSinceMs: 1000, steppedMs: 1000 });
+    for (let t = 1100; t < 1500; t += 100) s = stepPeerLease(s, t, 900, L);
     s = stepPeerLease(s, 1499, 900, L);
     expect(s.lease).toBe("fenced");
     s = stepPeerLease(s, 1500, 900, L);
@@ -141,9 +147,21 @@ describe("stepPeerLease", () => {
     expect(stepPeerLease(s, 9000, 9001, L).lease).toBe("leased");
   });
 
+  it("a fenced primary that was stopped counts its fenced period from waking", () => {
+    const fenced = { lease: "fenced" as const, fencedSinceMs: 1000, steppedMs: 1100 };
+    // woke 2 s later: not degraded at once — a peer that took over has a lease to tell it
+    const woke = stepPeerLease(fenced, 3100, 900, L);
+    expect(woke).toEqual({ lease: "fenced", fencedSinceMs: 3100, steppedMs: 3100 });
+    expect(stepPeerLease({ ...woke, steppedMs: 3500 }, 3599, 900, L).lease).toBe("fenced");
+    expect(stepPeerLease({ ...woke, steppedMs: 3500 }, 3600, 900, L).lease).toBe("degraded");
+    // a gap of exactly half a lease is not a pause
+    expect(stepPeerLease({ ...fenced, steppedMs: 1250 }, 1500, 900, L).lease).toBe("degraded");
+  });
+
   it("a fresh primary that never held the lease degrades after one lease", () => {
     let s = stepPeerLease({ lease: "fenced", fencedSinceMs: 0 }, 0, undefined, L);
     expect(s.lease).toBe("fenced");
+    for (let t = 100; t < 500; t += 100) s = stepPeerLease(s, t, undefined, L);
     s = stepPeerLease(s, 500, undefined, L);
     expect(s.lease).toBe("degraded");
   });

@@ -65,13 +65,18 @@ export interface PrimaryLeaseStep {
   readonly lease: PrimaryLeaseState;
   /** When the lease was lost (the fenced period began), for the degraded rule. */
   readonly fencedSinceMs: number | undefined;
+  /** When the lease was last stepped (own clock): a long gap means this process was stopped. */
+  readonly steppedMs?: number | undefined;
 }
 
 /**
  * Peer mode: the primary's lease state at `nowMs`. Held while `nowMs < leaseEndMs` (see
  * `primaryLeaseEndMs`); lost, it is fenced; after a further whole lease without its peer it
  * serves alone (degraded) — by then a live peer that took over would have told it its higher
- * epoch. A degraded primary stays so until it holds the lease again.
+ * epoch. A degraded primary stays so until it holds the lease again. The caller steps the
+ * lease at least every half lease; a longer gap means this process itself was stopped
+ * (paused, starved): a peer that took over meanwhile had no chance to tell it (what it sent is
+ * still unread), so the fenced period starts again from the wake-up.
  */
 export function stepPeerLease(
   prev: PrimaryLeaseStep,
@@ -80,12 +85,13 @@ export function stepPeerLease(
   leaseMs: number,
 ): PrimaryLeaseStep {
   if (leaseEndMs !== undefined && nowMs < leaseEndMs) {
-    return { lease: "leased", fencedSinceMs: undefined };
+    return { lease: "leased", fencedSinceMs: undefined, steppedMs: nowMs };
   }
-  if (prev.lease === "degraded") return prev;
-  const since = prev.lease === "leased" ? nowMs : (prev.fencedSinceMs ?? nowMs);
-  if (nowMs - since >= leaseMs) return { lease: "degraded", fencedSinceMs: since };
-  return { lease: "fenced", fencedSinceMs: since };
+  if (prev.lease === "degraded") return { ...prev, steppedMs: nowMs };
+  const woke = prev.steppedMs !== undefined && nowMs - prev.steppedMs > leaseMs / 2;
+  const since = prev.lease === "leased" || woke ? nowMs : (prev.fencedSinceMs ?? nowMs);
+  const lease = nowMs - since >= leaseMs ? "degraded" : "fenced";
+  return { lease, fencedSinceMs: since, steppedMs: nowMs };
 }
 
 export interface GrantState {

@@ -81,6 +81,8 @@ export class PrimaryRole implements Role {
   private lastMmio = { storesSeen: 0, pageBatches: 0, pagesShipped: 0, bytesShipped: 0 };
   lease: LeaseState;
   private fencedSinceMs: number | undefined;
+  /** When the lease was last stepped: stepPeerLease notices this process was stopped. */
+  private leaseSteppedMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
   /** The standby's sync grant (core/release.ts). */
@@ -207,13 +209,14 @@ export class PrimaryRole implements Role {
     const { logger } = this.deps;
     const before = this.lease;
     const step = stepPeerLease(
-      { lease: this.lease, fencedSinceMs: this.fencedSinceMs },
+      { lease: this.lease, fencedSinceMs: this.fencedSinceMs, steppedMs: this.leaseSteppedMs },
       now,
       sender.ackedHeartbeatUs > 0 ? this.leaseEndMs() : undefined,
       this.deps.config.lease.durationMs,
     );
     this.lease = step.lease;
     this.fencedSinceMs = step.fencedSinceMs;
+    this.leaseSteppedMs = step.steppedMs;
     this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
     // Serving alone: the standby's grant is revoked before anything it lacks goes out.
     this.updateGrant();
