@@ -406,6 +406,7 @@ export class SimPrimary {
     this.handingOver = { lastSeq: -1, digest: "", done: () => undefined, startedMs: started };
     const fail = (why: string) => {
       this.handingOver = undefined;
+      this.sender.cancelHandover();
       this.guests.setPaused(false);
       settled(why);
     };

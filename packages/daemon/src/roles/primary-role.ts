@@ -493,6 +493,7 @@ export class PrimaryRole implements Role {
       return { seq: lastSeq, digest, pauseMs: this.deps.clock.monotonicMs() - started };
     } catch (e) {
       this.handingOver = undefined;
+      sender.cancelHandover();
       this.guests.setPaused(false);
       throw e;
     }
