@@ -38,8 +38,18 @@ export type Step =
   | { readonly crash: NodeName }
   | { readonly pause: NodeName }
   | { readonly resume: NodeName }
-  /** Cuts what `from` sends to its peer; `oneWay: false` (default) cuts both directions. */
-  | { readonly partition: { readonly from: NodeName; readonly oneWay?: boolean } }
+  /**
+   * Cuts what `from` sends to its peer; `oneWay: false` (default) cuts both directions.
+   * `kills: true`: the streams across die (keepalive timeouts, after about two leases) instead
+   * of stalling until the cut heals.
+   */
+  | {
+      readonly partition: {
+        readonly from: NodeName;
+        readonly oneWay?: boolean;
+        readonly kills?: boolean;
+      };
+    }
   | { readonly heal: true }
   /** A planned switchover on the primary; `refused` expects it to be refused. */
   | { readonly switchover: { readonly refused?: boolean } | true }
@@ -170,7 +180,11 @@ function apply(sim: FailoverSimulation, step: Step): void {
   else if ("pause" in step) sim.pause(step.pause);
   else if ("resume" in step) sim.resume(step.resume);
   else if ("partition" in step)
-    sim.partition(step.partition.from, step.partition.oneWay ?? false, false);
+    sim.partition(
+      step.partition.from,
+      step.partition.oneWay ?? false,
+      step.partition.kills ?? false,
+    );
   else if ("heal" in step) sim.healPartition();
   else if ("switchover" in step) {
     const refusal = sim.switchover();
