@@ -17,7 +17,11 @@ export class FailoverPair {
   private readonly configs = new Map<NodeName, Record<string, unknown>>();
   private restarts = 0;
 
-  static async create(extra: Record<string, unknown> = {}): Promise<FailoverPair> {
+  /** `prepare` may change both configs before the nodes start (e.g. to route via proxies). */
+  static async create(
+    extra: Record<string, unknown> = {},
+    prepare?: (configs: [Record<string, unknown>, Record<string, unknown>]) => Promise<void>,
+  ): Promise<FailoverPair> {
     const pair = new FailoverPair();
     const [a, b] = await pairConfigs({
       names: ["a", "b"],
@@ -32,6 +36,7 @@ export class FailoverPair {
         ...extra,
       },
     });
+    await prepare?.([a, b]);
     pair.configs.set("a", a);
     pair.configs.set("b", b);
     await pair.start("b");

@@ -13,6 +13,8 @@ export interface NodeGauges {
   vramUsedBytes(): number;
   vramTotalBytes(): number;
   replication(): ReplicationGauges;
+  /** The configured lease (lease.durationMs) in seconds; 0 when not given. */
+  leaseDurationSeconds?(): number;
 }
 
 /** Replication state read at scrape time; zeros where a role has no such thing. */
@@ -35,9 +37,23 @@ export interface ReplicationGauges {
 
 export const ROLES = ["standalone", "primary", "standby"] as const;
 
+/**
+ * prom-client's default metrics that are gauges named `_total`, which `promtool check metrics`
+ * refuses (only counters end in `_total`). Each is the sum of the per-type gauge of the same
+ * name without the suffix (`sum(nodejs_active_handles)`), so nothing is lost by leaving them out.
+ */
+const NON_COUNTER_TOTALS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+] as const;
+
 export function createMetrics(gauges: NodeGauges, options: { processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.processMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
+  }
   const registers = [registry];
 
   new Gauge({
@@ -96,6 +112,11 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     "vgpu_lease_remaining_seconds",
     "Seconds left on the primary's lease",
     () => r().leaseRemainingSeconds,
+  );
+  simple(
+    "vgpu_lease_duration_seconds",
+    "The configured lease (lease.durationMs; lease.etcd.ttlMs in etcd mode), to compare the remaining lease with",
+    () => gauges.leaseDurationSeconds?.() ?? 0,
   );
 
   return {
@@ -199,6 +220,11 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       name: "vgpu_demotions_total",
       help: "Times this node stopped being primary, by reason",
       labelNames: ["reason"],
+      registers,
+    }),
+    failovers: new Counter({
+      name: "vgpu_failovers_total",
+      help: "Unplanned takeovers: times this standby became primary because its primary's lease expired",
       registers,
     }),
     switchovers: new Counter({

@@ -15,10 +15,11 @@ import {
   createClient,
   createMetrics,
   discardedOnStepDown,
+  type Holding,
   initialRole,
   type Logger,
+  mayAcquire,
   type NodeMetrics,
-  type PeerProbe,
   promotionEpoch,
   standbyWithoutPrimary,
   stepDownEpoch,
@@ -26,9 +27,10 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
+import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { buildOpsApp } from "./ops/ops-app.js";
 import { PrimaryRole } from "./roles/primary-role.js";
-import type { Role, RoleDeps, Supervisor } from "./roles/role.js";
+import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
@@ -47,6 +49,8 @@ export class VgpuNode implements Supervisor {
   log: Logger;
   private readonly clock: Clock;
   private readonly store: EpochStore;
+  /** lease.mode etcd: the leader key and cluster record. */
+  private readonly arbiter: EtcdArbiter | undefined;
   private currentEpoch = 0;
   role: Role;
   private readonly ops: FastifyInstance;
@@ -56,7 +60,7 @@ export class VgpuNode implements Supervisor {
   private stopping = false;
   /** Role changes run one after another. */
   private transition: Promise<void> = Promise.resolve();
-  /** The standby's look for a primary (see watchForPrimary). */
+  /** Peer mode: the standby's look for a primary (see watchForPrimary). */
   private primaryWatch: NodeJS.Timeout | undefined;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
@@ -65,6 +69,10 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
+    this.arbiter =
+      config.lease.mode === "etcd" && config.role !== "standalone"
+        ? new EtcdArbiter(config, log.child({ component: "etcd" }), clock)
+        : undefined;
     this.metrics = createMetrics({
       role: () => this.role.name,
       epoch: () => this.currentEpoch,
@@ -74,6 +82,9 @@ export class VgpuNode implements Supervisor {
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
       replication: () => this.role.replicationGauges(),
+      // The lease the primary serves under: the etcd lease's TTL in etcd mode.
+      leaseDurationSeconds: () =>
+        (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
     });
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
@@ -111,6 +122,7 @@ export class VgpuNode implements Supervisor {
       metrics: this.metrics,
       clock: this.clock,
       supervisor: this,
+      arbiter: this.arbiter,
     };
   }
 
@@ -143,7 +155,7 @@ export class VgpuNode implements Supervisor {
     // primary redials and meets the real role.
     await this.role.stop("role decided");
     this.become(initial, initial === "primary" ? "cold_start" : "start");
-    if (config.role !== "standalone") {
+    if (config.role !== "standalone" && !this.arbiter) {
       const everyMs = Math.max(1000, config.lease.durationMs * 2);
       this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
     }
@@ -168,15 +180,17 @@ export class VgpuNode implements Supervisor {
       if (this.currentEpoch === 0) this.setEpoch(1);
       return "standalone";
     }
+    if (this.arbiter) return this.decideEtcdRole(this.arbiter);
     const decided = initialRole(config.role, this.currentEpoch, await this.probePeer());
     if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
     return decided.role;
   }
 
   /**
-   * A standby with no primary in sight — none has spoken to it, or the one it followed went
-   * silent and it may not take over — asks its peer and acts on the answer, so the pair does
-   * not stay without a primary when one of them can serve (see standbyWithoutPrimary).
+   * Peer mode: a standby with no primary in sight — none has spoken to it, or the one it
+   * followed went silent and it may not take over — asks its peer and acts on the answer, so
+   * the pair does not stay without a primary when one of them can serve (see
+   * standbyWithoutPrimary). etcd mode leaves this to the leader key (mayAcquire).
    */
   private watchForPrimary(): void {
     this.transition = this.transition.then(async () => {
@@ -203,12 +217,47 @@ export class VgpuNode implements Supervisor {
     });
   }
 
-  private async probePeer(): Promise<PeerProbe | undefined> {
+  /**
+   * etcd mode: primary only by taking the leader key (core/etcd-lease.ts mayAcquire); a node
+   * that cannot (key held, etcd away, the state may be elsewhere) starts as a standby, which
+   * keeps watching the key.
+   */
+  private async decideEtcdRole(arbiter: EtcdArbiter): Promise<"primary" | "standby"> {
+    try {
+      const view = await arbiter.read();
+      if (view.leader) {
+        if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
+        return "standby";
+      }
+      const peer = await this.probePeer();
+      const decision = mayAcquire({
+        me: this.config.nodeId,
+        configuredPrimary: this.config.role === "primary",
+        leaderPresent: false,
+        record: view.record,
+        mine: "nothing",
+        peer: peer && { nodeId: peer.nodeId, holds: holdingOf(peer) },
+        localEpoch: this.currentEpoch,
+      });
+      this.log.warn({ decision }, "etcd: starting");
+      if (!decision.acquire) return "standby";
+      if (!(await arbiter.acquire(view, decision.epoch, this.config.guest.listen))) {
+        return "standby";
+      }
+      this.setEpoch(decision.epoch);
+      return "primary";
+    } catch (e) {
+      this.log.error({ err: (e as Error).message }, "etcd: unreachable at start: standby");
+      return "standby";
+    }
+  }
+
+  async probePeer(): Promise<PeerView | undefined> {
     const address = this.config.peer.replicationAddress;
     if (!address) return undefined;
     const client = createClient(wire.Replication, address, grpc.credentials.createInsecure());
     try {
-      return await new Promise<PeerProbe | undefined>((resolve) => {
+      return await new Promise<PeerView | undefined>((resolve) => {
         const request = create(wire.ProbeRequestSchema, {
           clusterId: this.config.clusterId,
           nodeId: this.config.nodeId,
@@ -218,8 +267,13 @@ export class VgpuNode implements Supervisor {
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
           if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          const appliedSeq = Number(res.appliedSeq);
-          resolve({ role, epoch: Number(res.epoch), replica: res.replica, appliedSeq });
+          resolve({
+            nodeId: res.nodeId,
+            role,
+            epoch: Number(res.epoch),
+            replica: res.replica,
+            appliedSeq: Number(res.appliedSeq),
+          });
         });
       });
     } finally {
@@ -246,22 +300,27 @@ export class VgpuNode implements Supervisor {
       role ??
       (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
     this.role.start();
+    this.guestServer?.setServing(kind !== "standby"); // gRPC health (servers.ts)
+    this.replicationServer?.setServing(kind === "standby");
     if (kind !== "standby") this.metrics.promotions.inc({ reason });
+    if (reason === "lease_expired" || reason === "etcd_key_acquired") this.metrics.failovers.inc();
     this.log.warn({ reason }, `now ${kind}`);
   }
 
-  promote(reason: string, force = false): Promise<void> {
+  promote(reason: string, force = false, etcdEpoch?: number): Promise<void> {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
       if (this.stopping || !(standby instanceof StandbyRole)) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
-      const epoch = promotionEpoch(this.currentEpoch, standby.receiver.epoch);
+      const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
       this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
       this.log = this.baseLog.child({ role: "primary", epoch });
       this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
+      // Guests that arrived while it promoted waited for this role.
+      for (const stream of standby.takeParked()) this.role.serveGuest(stream);
     });
     return this.transition;
   }
@@ -275,6 +334,7 @@ export class VgpuNode implements Supervisor {
       const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
       this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
+      await this.arbiter?.resign(); // etcd mode: a standby holds no key
       this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
       this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);
       this.metrics.splitBrainDiscards.inc(
@@ -310,7 +370,19 @@ export class VgpuNode implements Supervisor {
     if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
     const why = standby.ineligibleReason();
     if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
-    await this.promote(force ? "manual_forced" : "manual", force);
+    let etcdEpoch: number | undefined;
+    if (this.arbiter) {
+      // etcd mode: even forced, a node serves only holding the leader key.
+      const view = await this.arbiter.read();
+      if (view.leader) {
+        throw new OpsRefusal(409, `the etcd leader key is held by ${view.leader.nodeId}`);
+      }
+      etcdEpoch = Math.max(view.record?.epoch ?? 0, this.currentEpoch) + 1;
+      if (!(await this.arbiter.acquire(view, etcdEpoch, this.config.guest.listen))) {
+        throw new OpsRefusal(409, "another node took the etcd leader key first");
+      }
+    }
+    await this.promote(force ? "manual_forced" : "manual", force, etcdEpoch);
     return { role: this.role.name, epoch: this.currentEpoch };
   }
 
@@ -359,6 +431,8 @@ export class VgpuNode implements Supervisor {
     this.log.info("node stopping");
     await this.transition;
     await this.role.stop("node shutting down");
+    // A primary gives its key up: its granted standby takes over at once.
+    await this.arbiter?.close();
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
     await this.ops.close();
@@ -395,4 +469,10 @@ export function splitHostPort(address: string): [string, number] {
   const i = address.lastIndexOf(":");
   const host = address.slice(0, i).replace(/^\[(.*)\]$/, "$1");
   return [host, Number(address.slice(i + 1))];
+}
+
+/** What a probed peer holds, for the etcd acquisition rule. */
+function holdingOf(peer: PeerView): Holding {
+  if (peer.role === "primary") return "primary-state";
+  return peer.replica ? "granted-replica" : "nothing";
 }

@@ -18,62 +18,93 @@ const byKey = <T>(entries: Iterable<[number, T]>): [number, T][] =>
   [...entries].sort((a, b) => a[0] - b[0]);
 
 export function computeDigest(backend: Backend): StateDigest {
-  const gpu = createHash("sha256");
-  gpu.update("vgpu-gpu-v1\n");
-  putNumbers(gpu, backend.nextContextHandle);
+  const gpu = new BufferedHash();
+  gpu.bytes(Buffer.from("vgpu-gpu-v1\n"));
+  gpu.number(backend.nextContextHandle);
   for (const [handle, ctx] of byKey(backend.contexts)) {
-    putNumbers(gpu, handle, ctx.nextBoHandle, ctx.fenceValue, ctx.bos.size);
-    putString(gpu, ctx.tenant);
-    putString(gpu, ctx.sessionId);
+    gpu.number(handle).number(ctx.nextBoHandle).number(ctx.fenceValue).number(ctx.bos.size);
+    gpu.string(ctx.tenant).string(ctx.sessionId);
     for (const [boHandle, gbo] of byKey(ctx.bos)) {
-      putNumbers(gpu, boHandle, gbo.bo.byteLength, gbo.bo.mapped ? 1 : 0);
-      gpu.update(gbo.bo.bytes);
+      gpu
+        .number(boHandle)
+        .number(gbo.bo.byteLength)
+        .number(gbo.bo.mapped ? 1 : 0);
+      gpu.bytes(gbo.bo.bytes);
     }
   }
-  const sessions = createHash("sha256");
-  sessions.update("vgpu-sessions-v1\n");
+  const sessions = new BufferedHash();
+  sessions.bytes(Buffer.from("vgpu-sessions-v1\n"));
   const ids = [...backend.sessions.keys()].sort();
   for (const id of ids) {
     const session = backend.sessions.get(id)!;
-    putString(sessions, id);
-    putString(sessions, session.tenant);
-    putNumbers(sessions, session.lastFrame, session.replies.size);
+    sessions.string(id).string(session.tenant);
+    sessions.number(session.lastFrame).number(session.replies.size);
     for (const [frame, reply] of byKey(session.replies)) {
-      putNumbers(sessions, frame);
+      sessions.number(frame);
       putReply(sessions, reply);
     }
   }
-  const gpuHex = gpu.digest("hex");
-  const sessionsHex = sessions.digest("hex");
+  const gpuHex = gpu.hex();
+  const sessionsHex = sessions.hex();
   const state = createHash("sha256").update(gpuHex).update(sessionsHex).digest("hex");
   return { gpu: gpuHex, sessions: sessionsHex, state };
 }
 
-function putNumbers(hash: Hash, ...values: number[]): void {
-  const buf = Buffer.allocUnsafe(8 * values.length);
-  for (const [i, v] of values.entries()) buf.writeDoubleLE(v, i * 8);
-  hash.update(buf);
+/**
+ * SHA-256 over a stream of numbers (f64 LE), length-prefixed strings and raw bytes. Small
+ * pieces are gathered in a buffer and hashed together: the same bytes, far fewer calls.
+ */
+class BufferedHash {
+  private readonly hash: Hash = createHash("sha256");
+  private readonly buf = Buffer.allocUnsafe(64 * 1024);
+  private used = 0;
+
+  number(v: number): this {
+    if (this.used + 8 > this.buf.length) this.flush();
+    this.buf.writeDoubleLE(v, this.used);
+    this.used += 8;
+    return this;
+  }
+
+  string(s: string): this {
+    const bytes = Buffer.from(s, "utf8");
+    return this.number(bytes.length).bytes(bytes);
+  }
+
+  bytes(b: Uint8Array): this {
+    if (b.byteLength > 4096) {
+      this.flush();
+      this.hash.update(b);
+    } else {
+      if (this.used + b.byteLength > this.buf.length) this.flush();
+      this.buf.set(b, this.used);
+      this.used += b.byteLength;
+    }
+    return this;
+  }
+
+  hex(): string {
+    this.flush();
+    return this.hash.digest("hex");
+  }
+
+  private flush(): void {
+    if (this.used > 0) this.hash.update(this.buf.subarray(0, this.used));
+    this.used = 0;
+  }
 }
 
-function putString(hash: Hash, s: string): void {
-  const bytes = Buffer.from(s, "utf8");
-  putNumbers(hash, bytes.length);
-  hash.update(bytes);
-}
-
-function putReply(hash: Hash, reply: CallResult): void {
-  putNumbers(hash, reply.code);
-  putString(hash, reply.output.kind);
+function putReply(hash: BufferedHash, reply: CallResult): void {
+  hash.number(reply.code).string(reply.output.kind);
   switch (reply.output.kind) {
     case "handle":
-      putNumbers(hash, reply.output.handle);
+      hash.number(reply.output.handle);
       break;
     case "fence":
-      putNumbers(hash, reply.output.value);
+      hash.number(reply.output.value);
       break;
     case "data":
-      putNumbers(hash, reply.output.data.byteLength);
-      hash.update(reply.output.data);
+      hash.number(reply.output.data.byteLength).bytes(reply.output.data);
       break;
     case "none":
       break;

@@ -156,8 +156,10 @@ export class GuestService {
       closing: undefined,
     };
     this.states.add(state);
-    if (this.paused) stream.pause();
     stream.on("data", (message: wire.GuestMessage) => this.onMessage(state, message));
+    // A stream handed over paused (parked during a promotion) flows once this service may read.
+    if (this.paused) stream.pause();
+    else stream.resume();
     const forget = () => this.forget(state);
     stream.on("error", forget);
     stream.on("cancelled", forget);

@@ -119,6 +119,8 @@ export class SimGuestService {
       else this.onMessage(state, m);
     });
     stream.onClose(() => this.forget(state));
+    // A stream handed over paused (parked during a promotion) flows once this service reads.
+    stream.resumeReading();
   }
 
   private onMessage(state: StreamState, message: GuestMessage): void {

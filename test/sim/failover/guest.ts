@@ -270,7 +270,7 @@ export class SimGuest {
         this.options.connectTimeoutMs,
         (conn, opened, error) => {
           if (conn && opened) {
-            if (this.resume(conn, opened)) return;
+            if (this.resume(conn, opened, endpoint)) return;
             this.drop(conn);
           } else if (error) {
             lastError = error;
@@ -304,7 +304,7 @@ export class SimGuest {
     loop();
   }
 
-  private resume(conn: Conn, opened: Opened): boolean {
+  private resume(conn: Conn, opened: Opened, endpoint: NodeName): boolean {
     if (opened.epoch < this.epoch) return false;
     const answered = this.window!.settledThrough;
     this.reconnecting = false;
@@ -319,6 +319,9 @@ export class SimGuest {
     }
     this.epoch = opened.epoch;
     this.nodeId = opened.nodeId as NodeName;
+    // Reached by a redirect too: the next failover starts from the other endpoint.
+    const index = this.options.endpoints.indexOf(endpoint);
+    if (index >= 0) this.endpointIndex = index;
     this.resumes++;
     this.attach(conn);
     this.window!.rewind();

@@ -75,6 +75,8 @@ export class End<Out, In> implements Endpoint<Out, In> {
   /** The server side's handler has not run yet: what arrives waits for it. */
   accepted: boolean;
   private readonly early: In[] = [];
+  /** The reader paused the stream (stream.pause()): what arrives waits. */
+  private readingPaused = false;
   private readonly handlers: ((m: In) => void)[] = [];
   private readonly closeHandlers: ((reason: string) => void)[] = [];
   /** Called for each message sent (the checker's epoch check). */
@@ -105,6 +107,21 @@ export class End<Out, In> implements Endpoint<Out, In> {
     if (!this.open) return;
     this.out.transmit({ kind: "fin", reason });
     this.finish(reason);
+  }
+
+  /** stream.pause(): messages wait until resumeReading. */
+  pauseReading(): void {
+    this.readingPaused = true;
+  }
+
+  /** stream.resume(): what waited is read on a later tick, then new messages as they come. */
+  resumeReading(): void {
+    if (!this.readingPaused) return;
+    this.readingPaused = false;
+    this.proc.defer(() => {
+      if (!this.open) return;
+      for (const m of this.early.splice(0)) this.dispatch(m);
+    });
   }
 
   ping(): void {
@@ -138,7 +155,7 @@ export class End<Out, In> implements Endpoint<Out, In> {
           for (const m of this.early.splice(0)) this.dispatch(m);
           return;
         case "msg":
-          if (!this.accepted) this.early.push(item.message);
+          if (!this.accepted || this.readingPaused) this.early.push(item.message);
           else this.dispatch(item.message);
           return;
         case "fin":

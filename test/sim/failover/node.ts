@@ -253,7 +253,13 @@ export class SimNode implements SimSupervisor, NodeHost {
       if (reason !== "switchover")
         this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);
       this.env.stats.promotionEpochMax = Math.max(this.env.stats.promotionEpochMax, epoch);
-      this.become(new SimPrimary(this.deps(proc), takeover));
+      const primary = new SimPrimary(this.deps(proc), takeover);
+      this.become(primary);
+      // Guests that arrived while it promoted waited for this role.
+      for (const stream of standby.takeParked()) {
+        this.watchSends(stream);
+        primary.guests.serve(stream);
+      }
     });
   }
 

@@ -81,6 +81,8 @@ export class SimPrimary {
   private ticker: Timer | undefined;
   private redial: Timer | undefined;
   private clientStopped = false;
+  /** The standby accepted a handover: guests go to it from now on. */
+  private handedOff = false;
 
   constructor(deps: SimRoleDeps, takeover?: Takeover) {
     this.deps = deps;
@@ -120,7 +122,7 @@ export class SimPrimary {
       nodeId: deps.node,
       epoch: () => deps.supervisor.epoch(),
       maxFramesInFlight: 1024,
-      serving: () => !this.stopping,
+      serving: () => !this.stopping && !this.handedOff,
       replicatedSeq: () => this.releasableSeqNow(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => deps.peer,
@@ -334,6 +336,9 @@ export class SimPrimary {
         break;
       case "handoverAccepted":
         stats.handoversAccepted++;
+        // Send the guests over now: the standby parks them until it serves as primary.
+        this.handedOff = true;
+        this.guests.endAll("switchover: the standby is taking over");
         break;
       case "checkpoint":
         throw new SimFailure(`checkpoint event without a checkpoint: ${JSON.stringify(e)}`);
@@ -411,7 +416,12 @@ export class SimPrimary {
       settled(why);
     };
     this.sequencer.flushMmio();
+    // Announce the handover at the last seq (an empty digest): the standby computes its digest
+    // there while this node computes its own.
+    const announcedSeq = this.log.lastSeq;
+    this.sender.handover("");
     this.pump();
+    const early = computeDigest(this.backend).state;
     const deadline = started + SWITCHOVER_TIMEOUT_MS;
     const poll = () => {
       if (this.stopping) return;
@@ -423,8 +433,8 @@ export class SimPrimary {
         this.deps.proc.setTimeout(2, poll);
         return;
       }
-      const digest = computeDigest(this.backend).state;
       const lastSeq = this.log.lastSeq;
+      const digest = lastSeq === announcedSeq ? early : computeDigest(this.backend).state;
       let finished = false;
       this.handingOver = {
         lastSeq,

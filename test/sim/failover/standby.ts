@@ -34,6 +34,11 @@ export class SimStandby {
   private promoting = false;
   private lastWatchMs: number | undefined;
   private ineligibleCounted = false;
+  private stopped = false;
+  /** Guests arriving during a switchover's promotion wait here for the new primary role. */
+  private parked: End<NodeMessage, GuestMessage>[] = [];
+  private parking = false;
+  private parkTimer: Timer | undefined;
 
   constructor(deps: SimRoleDeps) {
     this.deps = deps;
@@ -62,7 +67,11 @@ export class SimStandby {
   }
 
   stop(reason: string): void {
+    this.stopped = true;
     this.deps.proc.clear(this.leaseTimer);
+    this.deps.proc.clear(this.parkTimer);
+    // Parked guests go to the new primary role when promoted; otherwise they are refused.
+    if (reason !== "promoted") for (const s of this.parked.splice(0)) this.refuse(s);
     this.closed = true;
     for (const pending of [...this.pending]) pending.close(reason);
     this.link?.close(reason);
@@ -86,8 +95,32 @@ export class SimStandby {
     return this.link !== undefined;
   }
 
-  /** refuseGuests: NOT_PRIMARY, naming the primary while it is known to be alive. */
   serveGuest(stream: End<NodeMessage, GuestMessage>): void {
+    if (this.parking && !this.stopped) {
+      stream.pauseReading(); // its frames wait for the primary role
+      this.parked.push(stream);
+      return;
+    }
+    this.refuse(stream);
+  }
+
+  /** The guest streams parked during a promotion, for the new primary role to serve. */
+  takeParked(): End<NodeMessage, GuestMessage>[] {
+    this.deps.proc.clear(this.parkTimer);
+    return this.parked.splice(0);
+  }
+
+  private parkGuests(ms: number): void {
+    this.deps.proc.clear(this.parkTimer);
+    this.parking = true;
+    this.parkTimer = this.deps.proc.setTimeout(ms, () => {
+      this.parking = false;
+      for (const s of this.parked.splice(0)) this.refuse(s);
+    });
+  }
+
+  /** refuseGuests: NOT_PRIMARY, naming the primary while it is known to be alive. */
+  private refuse(stream: End<NodeMessage, GuestMessage>): void {
     const last = this.lastMessageMs;
     const fresh =
       last !== undefined && this.deps.proc.now() - last < this.deps.params.lease.leaseMs;
@@ -168,6 +201,7 @@ export class SimStandby {
       return;
     }
     this.promoting = true;
+    this.parkGuests(2000);
     this.deps.supervisor.promote("lease_expired");
   }
 
@@ -206,6 +240,7 @@ export class SimStandby {
           stats.staleEpochRefusals++;
           break;
         case "handover":
+          this.parkGuests(2000);
           this.promoting = true;
           supervisor.promote("switchover");
           break;

@@ -1,6 +1,7 @@
 // The node's configuration: one schema, validated at start. Every field has a default that is
 // safe for the local demo; docs/configuration.md documents each with its unit.
 import { z } from "zod";
+import { checkEtcdLeaseTerms } from "../core/etcd-lease.js";
 import { checkLeaseTerms } from "../core/lease.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
@@ -113,8 +114,12 @@ export const ConfigSchema = z
       .prefault({}),
     lease: z
       .strictObject({
-        /** peer: the standby's acknowledgements renew the primary's lease (two hosts alone). */
-        mode: z.enum(["peer"]).default("peer"),
+        /**
+         * peer: the standby's acknowledgements renew the primary's lease (two hosts alone).
+         * etcd: an etcd cluster arbitrates; the primary serves only while it holds the leader
+         * key (partition-safe; see lease.etcd).
+         */
+        mode: z.enum(["peer", "etcd"]).default("peer"),
         /** A primary not renewed for this long stops acknowledging; a standby may take over. */
         durationMs: ms(30, 600_000).default(500),
         /** How often the primary sends a heartbeat (at most a third of the lease). */
@@ -123,6 +128,30 @@ export const ConfigSchema = z
         driftMarginMs: ms(0, 600_000).default(50),
         /** Largest relative difference of the two hosts' clock rates the margin must cover. */
         maxDriftRatio: z.number().min(0).max(0.1).default(0.01),
+        etcd: z
+          .strictObject({
+            /** etcd client URLs, e.g. http://10.0.0.9:2379. */
+            endpoints: z
+              .array(z.url({ protocol: /^https?$/ }))
+              .max(16)
+              .default([]),
+            /** Keys live under <prefix>/<clusterId>/. */
+            prefix: z
+              .string()
+              .regex(/^\/[A-Za-z0-9._/-]*$/, "must start with / and use A-Z a-z 0-9 . _ - /")
+              .default("/vgpu-ha"),
+            /** The etcd lease's time to live (whole seconds; etcd's minimum is about 2 s). */
+            ttlMs: ms(2000, 600_000)
+              .refine((v) => v % 1000 === 0, "must be whole seconds")
+              .default(2000),
+            /** How often the primary renews it (at most a third of the TTL). */
+            keepaliveMs: ms(50, 200_000).default(500),
+            /** How often a standby reads the leader key when it might take over. */
+            pollMs: ms(20, 60_000).default(100),
+            /** Deadline of each etcd request. */
+            requestTimeoutMs: ms(50, 60_000).default(1000),
+          })
+          .prefault({}),
       })
       .prefault({}),
     peer: z
@@ -175,6 +204,24 @@ export const ConfigSchema = z
       maxDriftRatio: c.lease.maxDriftRatio,
     });
     if (why !== null) ctx.addIssue({ code: "custom", message: why, path: ["lease"] });
+    if (c.lease.mode !== "etcd") return;
+    const e = c.lease.etcd;
+    if (e.endpoints.length === 0) {
+      ctx.addIssue({
+        code: "custom",
+        message: "lease.mode etcd needs at least one endpoint",
+        path: ["lease", "etcd", "endpoints"],
+      });
+    }
+    const etcdWhy = checkEtcdLeaseTerms({
+      ttlMs: e.ttlMs,
+      keepaliveMs: e.keepaliveMs,
+      driftMarginMs: c.lease.driftMarginMs,
+      maxDriftRatio: c.lease.maxDriftRatio,
+    });
+    if (etcdWhy !== null) {
+      ctx.addIssue({ code: "custom", message: etcdWhy, path: ["lease", "etcd"] });
+    }
   })
   .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
     message: "tenant names must be unique",

@@ -105,6 +105,7 @@ export interface GrantState {
 }
 
 export const NO_GRANT: GrantState = { granted: false, revokedAtUs: undefined };
+export const GRANTED: GrantState = { granted: true, revokedAtUs: undefined };
 
 /**
  * Whether replies must still be gated as if the standby held the grant: it does, or it may
@@ -139,7 +140,7 @@ export function stepGrant(
     const replaced = v.link === "snapshot" && v.snapshotChunksAcked > 0;
     return replaced ? { granted: false, revokedAtUs: v.nowUs } : prev;
   }
-  if (grantDue(v)) return { granted: true, revokedAtUs: undefined };
+  if (grantDue(v)) return GRANTED;
   if (prev.revokedAtUs !== undefined && v.echoedUs > prev.revokedAtUs) return NO_GRANT;
   return prev;
 }

@@ -45,7 +45,7 @@ async function main(): Promise<number> {
       setTimeout(() => {
         if (stopping) return;
         start(name).then(
-          (m) => console.log(`${name} restarted: pid ${m.pid}`),
+          (m) => console.log(`${name} restarted: pid ${m.pid}  ops ${m.ops}/v1/status`),
           (e: Error) => console.log(`${name} failed to restart: ${e.message}`),
         );
       }, 1000);

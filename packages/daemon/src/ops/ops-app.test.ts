@@ -1,8 +1,10 @@
 // Proves the ops app's routes with inject() (no listening socket): health, readiness with its
-// reason, Prometheus text, status JSON, and a JSON 404 for unknown routes.
+// reason, Prometheus text, status JSON, and bad input: a JSON 404 for unknown routes, 400 for an
+// unparsable body, 401 for a wrong or missing token (checked before the body is read), 403 when
+// no token is configured, 409 with the reason when an action is refused.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { buildOpsApp } from "./ops-app.js";
+import { type AdminActions, buildOpsApp } from "./ops-app.js";
 
 function app(ready: boolean) {
   const registry = new Registry();
@@ -45,5 +47,123 @@ describe("ops app", () => {
     const r = await app(true).inject({ url: "/nope" });
     expect(r.statusCode).toBe(404);
     expect(r.json()).toMatchObject({ error: "not_found" });
+  });
+});
+
+const TOKEN = "ops-token-for-unit-tests";
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+/** An app with admin actions that record what ran. */
+function adminApp(token: string | undefined, admin: AdminActions = {}) {
+  return buildOpsApp({
+    registry: new Registry(),
+    status: () => ({ role: "standby", epoch: 1 }),
+    readiness: () => ({ ready: true, reason: "standby: replica in sync" }),
+    adminToken: token,
+    admin,
+  });
+}
+
+/** An error as node.ts throws it: OpsRefusal carries the HTTP status. */
+const refusal = (status: number, message: string) => Object.assign(new Error(message), { status });
+
+describe("ops app: admin and bad input", () => {
+  it("runs an action with the right token", async () => {
+    const calls: boolean[] = [];
+    const app = adminApp(TOKEN, {
+      promote: async (force) => {
+        calls.push(force);
+        return { role: "primary", epoch: 2 };
+      },
+    });
+    const r = await app.inject({ method: "POST", url: "/v1/promote?force=true", headers: auth });
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ role: "primary", epoch: 2 });
+    expect(calls).toEqual([true]);
+  });
+
+  it.each([
+    ["no header", {}],
+    ["a wrong token", { authorization: "Bearer not-the-token" }],
+    ["the token with a suffix", { authorization: `Bearer ${TOKEN}x` }],
+    ["a prefix of the token", { authorization: `Bearer ${TOKEN.slice(0, -1)}` }],
+    ["another scheme", { authorization: `Basic ${TOKEN}` }],
+    ["an empty bearer", { authorization: "Bearer " }],
+  ])("answers 401 for %s, and the action does not run", async (_what, headers) => {
+    let ran = false;
+    const app = adminApp(TOKEN, {
+      switchover: async () => {
+        ran = true;
+        return {};
+      },
+    });
+    const r = await app.inject({ method: "POST", url: "/v1/switchover", headers });
+    expect(r.statusCode).toBe(401);
+    expect(r.json()).toMatchObject({ error: "unauthorized" });
+    expect(ran).toBe(false);
+  });
+
+  it("answers 403 to every admin action when no token is configured, even with one given", async () => {
+    const app = adminApp(undefined, { promote: async () => ({}) });
+    for (const url of ["/v1/promote", "/v1/demote", "/v1/switchover", "/v1/verify"]) {
+      const r = await app.inject({ method: "POST", url, headers: auth });
+      expect(r.statusCode, url).toBe(403);
+      expect(r.json()).toMatchObject({ error: "admin_disabled" });
+    }
+  });
+
+  it("answers 400 with JSON to an unparsable JSON body, after the token check", async () => {
+    const app = adminApp(TOKEN, { demote: async () => ({ role: "standby" }) });
+    const bad = { method: "POST" as const, url: "/v1/demote", payload: "{not json" };
+    const json = { "content-type": "application/json" };
+    const r = await app.inject({ ...bad, headers: { ...json, ...auth } });
+    expect(r.statusCode).toBe(400);
+    expect(r.headers["content-type"]).toMatch(/^application\/json/);
+    expect(r.json()).toMatchObject({ error: "bad_request" });
+    expect(r.json().message).toMatch(/JSON/i);
+    const unauthenticated = await app.inject({ ...bad, headers: json });
+    expect(unauthenticated.statusCode).toBe(401);
+  });
+
+  it("refuses a body larger than 64 KiB with 413", async () => {
+    const app = adminApp(TOKEN, { demote: async () => ({}) });
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/demote",
+      headers: { ...auth, "content-type": "application/json" },
+      payload: JSON.stringify({ pad: "x".repeat(70_000) }),
+    });
+    expect(r.statusCode).toBe(413);
+    expect(r.json()).toMatchObject({ error: "payload_too_large" });
+  });
+
+  it("answers 409 with the reason when a promote is refused (an ineligible standby)", async () => {
+    const app = adminApp(TOKEN, {
+      promote: async () => {
+        throw refusal(409, "standby is snapshot: not promoting (force to override)");
+      },
+    });
+    const r = await app.inject({ method: "POST", url: "/v1/promote", headers: auth });
+    expect(r.statusCode).toBe(409);
+    expect(r.json()).toEqual({
+      error: "promote_refused",
+      message: "standby is snapshot: not promoting (force to override)",
+    });
+  });
+
+  it("answers 409 to verify on a node that cannot verify, 404 to an action it lacks", async () => {
+    const app = adminApp(TOKEN, {});
+    const v = await app.inject({ method: "POST", url: "/v1/verify", headers: auth });
+    expect(v.statusCode).toBe(409);
+    expect(v.json()).toMatchObject({ error: "not_primary" });
+    const d = await app.inject({ method: "POST", url: "/v1/demote", headers: auth });
+    expect(d.statusCode).toBe(404);
+    expect(d.json()).toMatchObject({ error: "not_found" });
+  });
+
+  it("answers a wrong method on a known path with a JSON 404", async () => {
+    const r = await adminApp(TOKEN).inject({ method: "DELETE", url: "/v1/status" });
+    expect(r.statusCode).toBe(404);
+    expect(r.json()).toMatchObject({ error: "not_found", message: "no route DELETE /v1/status" });
   });
 });

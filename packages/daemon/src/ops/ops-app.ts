@@ -1,7 +1,10 @@
 // The ops HTTP server, built and not started (the daemon calls listen; tests call inject()).
 // Small encapsulated plugins: health, readiness, metrics, status, digest, and admin actions.
-// Admin actions need `Authorization: Bearer <ops.token>` (compared in constant time); without
-// a configured token they are disabled (403), never open.
+// Admin actions need `Authorization: Bearer <ops.token>` (compared in constant time: both sides
+// hashed to 32 bytes first, so neither the content nor the length of the given token shows in
+// the timing); without a configured token they are disabled (403), never open. The token is
+// checked before any body is parsed. Every answer is JSON, errors as {error, message}: unknown
+// route 404, unparsable body 400, too large 413, wrong content type 415, refusal 409.
 import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Registry } from "prom-client";
@@ -143,11 +146,28 @@ const admin =
     });
   };
 
+/** No endpoint reads a body; anything larger than this is refused unread (413). */
+const BODY_LIMIT_BYTES = 64 * 1024;
+
+/** fastify's own errors (bad JSON, too large, unsupported type) in the {error, message} shape. */
+const errorName = (status: number) =>
+  status === 413
+    ? "payload_too_large"
+    : status === 415
+      ? "unsupported_media_type"
+      : status < 500
+        ? "bad_request"
+        : "internal_error";
+
 export function buildOpsApp(deps: OpsDeps): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES });
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send({ error: "not_found", message: `no route ${req.method} ${req.url}` }),
   );
+  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
+    const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
+    return reply.code(status).send({ error: errorName(status), message: err.message });
+  });
   app.register(health);
   app.register(ready(deps));
   app.register(metrics(deps));

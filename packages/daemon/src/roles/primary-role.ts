@@ -8,10 +8,13 @@ import {
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  GRANTED,
   type GrantState,
   grantBinds,
+  grantDue,
   grpcLink,
   type Link,
+  mayAcquire,
   NO_GRANT,
   otherPrimaryWins,
   type PrimaryMessage,
@@ -42,6 +45,7 @@ import {
   TenantAuth,
 } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
+import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import { backendOptions } from "./backend-options.js";
 import {
   type GuestStream,
@@ -85,14 +89,19 @@ export class PrimaryRole implements Role {
   private leaseSteppedMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
-  /** The standby's sync grant (core/release.ts). */
+  /** The standby's sync grant (core/release.ts; etcd mode: whether the record names it). */
   private grant: GrantState = NO_GRANT;
+  /** etcd mode: a request to etcd is under way (one at a time). */
+  private etcdBusy = false;
+  private etcdLastTryMs = Number.NEGATIVE_INFINITY;
   /** A planned switchover in progress: guests paused, handover sent at this seq. */
   private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
   private solo: SoloMark | undefined;
 
   private readonly promoted: boolean;
+  /** The standby accepted a handover: guests go to it from now on. */
+  private handedOff = false;
 
   constructor(deps: RoleDeps, takeover?: Takeover) {
     this.deps = deps;
@@ -154,7 +163,7 @@ export class PrimaryRole implements Role {
       epoch: () => deps.supervisor.epoch(),
       maxFramesInFlight: config.guest.maxFramesInFlight,
       maxMessageBytes: config.guest.maxMessageBytes,
-      serving: () => !this.stopping,
+      serving: () => !this.stopping && !this.handedOff,
       replicatedSeq: () => this.releasableSeq(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => config.peer.guestAddress ?? "",
@@ -171,6 +180,7 @@ export class PrimaryRole implements Role {
       this.confirmedSeq = this.log.lastSeq;
       this.solo = soloMarkAt(this.confirmedSeq, this.workCounters());
     }
+    if (this.deps.arbiter) this.deps.arbiter.onLost = () => this.checkLease();
     this.client.start();
     const tickMs = Math.max(5, Math.floor(this.deps.config.lease.heartbeatMs / 2));
     this.leaseTimer = setInterval(() => this.checkLease(), tickMs);
@@ -218,8 +228,12 @@ export class PrimaryRole implements Role {
     this.fencedSinceMs = step.fencedSinceMs;
     this.leaseSteppedMs = step.steppedMs;
     this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
-    // Serving alone: the standby's grant is revoked before anything it lacks goes out.
-    this.updateGrant();
+    if (this.deps.arbiter) {
+      this.etcdTick(now, this.deps.arbiter);
+    } else {
+      // Serving alone: the standby's grant is revoked before anything it lacks goes out.
+      this.updateGrant();
+    }
     if (before !== this.lease) {
       const fields = { seq: this.log.lastSeq, from: before, to: this.lease };
       if (this.lease === "leased") logger.warn(fields, "lease held: replicating");
@@ -241,9 +255,13 @@ export class PrimaryRole implements Role {
         : sender.state === "snapshot"
           ? "snapshot"
           : "down";
+    const arbiter = this.deps.arbiter;
+    let lease = lapsed || this.lease === "alone" ? "fenced" : this.lease;
+    // etcd mode: the right to serve is the etcd lease alone; the grant is in the record.
+    if (arbiter) lease = now < arbiter.leaseEndMs() ? "leased" : "fenced";
     return {
       mode: this.deps.config.replication.mode,
-      lease: lapsed || this.lease === "alone" ? "fenced" : this.lease,
+      lease,
       link,
       granted: grantBinds(this.grant),
       appliedSeq: sender.appliedSeq,
@@ -279,6 +297,85 @@ export class PrimaryRole implements Role {
       { seq: this.log.lastSeq, appliedSeq: this.sender!.appliedSeq },
       granted ? "standby granted: it may take over" : "standby's grant revoked",
     );
+  }
+
+  /**
+   * etcd mode: keeps the record's `replica` in step with the grant — named once the standby
+   * has everything released (the heartbeat grant follows the write), cleared (and only then
+   * the grant dropped) when the standby's link lapses or a snapshot replaced its state. A
+   * node that lost the key tries to take it back while it may (it holds the newest state).
+   */
+  private etcdTick(now: number, arbiter: EtcdArbiter): void {
+    if (this.etcdBusy || this.stopping) return;
+    const sender = this.sender!;
+    const { config, logger } = this.deps;
+    if (!arbiter.holding) {
+      // A switchover gave the key up for the standby: never take it back.
+      if (this.handingOver) return;
+      if (now - this.etcdLastTryMs < config.lease.etcd.pollMs) return;
+      this.etcdLastTryMs = now;
+      this.etcdRun(() => this.retakeKey(arbiter));
+      return;
+    }
+    if (now >= arbiter.leaseEndMs()) return; // fenced until a keepalive is answered
+    const epoch = this.deps.supervisor.epoch();
+    const replaced = sender.state === "snapshot" && (sender.snapshotProgress?.chunksAcked ?? 0) > 0;
+    if (this.grant.granted && (this.lease !== "leased" || replaced)) {
+      sender.syncGrant = false;
+      this.etcdRun(async () => {
+        if (!(await arbiter.setReplica(epoch, ""))) return;
+        this.grant = NO_GRANT;
+        logger.error({ seq: this.log.lastSeq }, "etcd: standby no longer named: serving alone");
+        this.guests.release();
+      });
+    } else if (
+      !this.grant.granted &&
+      grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
+    ) {
+      this.grant = GRANTED; // from now on only what the standby confirms goes out
+      this.etcdRun(() => this.nameStandby(arbiter, epoch));
+    } else if (this.grant.granted && !sender.syncGrant && this.lease === "leased") {
+      this.etcdRun(() => this.nameStandby(arbiter, epoch)); // an earlier write failed
+    }
+  }
+
+  private async nameStandby(arbiter: EtcdArbiter, epoch: number): Promise<void> {
+    if (!(await arbiter.setReplica(epoch, this.deps.config.peer.name))) return;
+    this.sender!.syncGrant = true;
+    this.deps.logger.info({ seq: this.log.lastSeq }, "etcd: standby named: it may take over");
+  }
+
+  /** Lost the key but still holding the newest state: take it back when the rule allows. */
+  private async retakeKey(arbiter: EtcdArbiter): Promise<void> {
+    const { config, supervisor, logger } = this.deps;
+    const view = await arbiter.read();
+    if (view.leader) return; // another took it: its higher epoch will reach us
+    const decision = mayAcquire({
+      me: config.nodeId,
+      configuredPrimary: config.role === "primary",
+      leaderPresent: false,
+      record: view.record,
+      mine: "primary-state",
+      peer: undefined,
+      localEpoch: supervisor.epoch(),
+    });
+    if (!decision.acquire) return;
+    if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
+    supervisor.adoptEpoch(decision.epoch);
+    this.sender!.epoch = decision.epoch;
+    this.grant = NO_GRANT;
+    this.sender!.syncGrant = false;
+    logger.warn({ seq: this.log.lastSeq, epoch: decision.epoch }, "etcd: took the key back");
+    this.guests.release();
+  }
+
+  private etcdRun(work: () => Promise<void>): void {
+    this.etcdBusy = true;
+    work()
+      .catch((e: Error) => this.deps.logger.warn({ err: e.message }, "etcd: request failed"))
+      .finally(() => {
+        this.etcdBusy = false;
+      });
   }
 
   /** Which replies may go out now (see GuestServiceDeps.replicatedSeq). */
@@ -449,6 +546,11 @@ export class PrimaryRole implements Role {
         // Stepping down here, before the standby serves, was measured slower: guests bounced
         // between two refusing nodes. The new primary's dial makes this node step down.
         this.deps.logger.info({ seq: this.log.lastSeq }, "switchover: the standby accepted");
+        // Send the guests over now: the standby parks them until it serves as primary.
+        this.handedOff = true;
+        this.guests.endAll("switchover: the standby is taking over");
+        // etcd mode: the standby takes over only by taking the key: give it up.
+        void this.deps.arbiter?.resign();
         break;
     }
   }
@@ -470,7 +572,12 @@ export class PrimaryRole implements Role {
     this.handingOver = { lastSeq: -1, digest: "", done: () => undefined };
     try {
       this.sequencer.flushMmio();
-      this.client!.pump();
+      // Announce the handover at the last seq (an empty digest): the standby computes its
+      // digest there while this node computes its own — side by side, not one after the other.
+      const announcedSeq = this.log.lastSeq;
+      sender.handover("");
+      this.client!.pumpNow();
+      const early = computeDigest(this.backend).state;
       const deadline = started + timeoutMs;
       while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
         if (this.deps.clock.monotonicMs() > deadline || !sender.inSync) {
@@ -480,8 +587,8 @@ export class PrimaryRole implements Role {
         }
         await new Promise((r) => setTimeout(r, 2));
       }
-      const digest = computeDigest(this.backend).state;
       const lastSeq = this.log.lastSeq;
+      const digest = lastSeq === announcedSeq ? early : computeDigest(this.backend).state;
       const done = new Promise<void>((resolve, reject) => {
         this.handingOver = { lastSeq, digest, done: resolve };
         setTimeout(() => reject(new Error("the standby did not take over")), timeoutMs);
@@ -568,17 +675,31 @@ export class PrimaryRole implements Role {
       connected: this.client?.connected ?? false,
       snapshotInProgress: sender.state === "snapshot",
       eligible: false,
-      degraded: this.lease === "degraded",
-      leaseRemainingSeconds:
-        this.lease === "leased" ? Math.max(0, (this.leaseEndMs() - now) / 1000) : 0,
+      degraded: this.leaseState() === "degraded",
+      leaseRemainingSeconds: Math.max(0, (this.servingLeaseEndMs() - now) / 1000),
     };
+  }
+
+  /** Until when this node may acknowledge (peer: the lease; etcd: its etcd lease). */
+  private servingLeaseEndMs(): number {
+    const arbiter = this.deps.arbiter;
+    if (arbiter) return arbiter.leaseEndMs();
+    return this.lease === "leased" ? this.leaseEndMs() : Number.NEGATIVE_INFINITY;
+  }
+
+  /** The lease state shown to operators (etcd: fenced without the key's lease, degraded when serving without a named standby). */
+  private leaseState(): "alone" | "leased" | "fenced" | "degraded" {
+    if (!this.deps.arbiter || !this.sender) return this.lease;
+    if (this.releaseView().lease === "fenced") return "fenced";
+    return this.grant.granted || this.sender.state === "streaming" ? "leased" : "degraded";
   }
 
   readiness() {
     if (this.stopping) return { ready: false, reason: "shutting down" };
-    if (this.lease === "fenced")
+    const state = this.leaseState();
+    if (state === "fenced")
       return { ready: false, reason: "primary without lease: holding replies" };
-    return { ready: true, reason: `${this.name} and serving (${this.lease})` };
+    return { ready: true, reason: `${this.name} and serving (${state})` };
   }
 
   status(): Record<string, unknown> {
@@ -588,7 +709,15 @@ export class PrimaryRole implements Role {
     return {
       role: this.name,
       serving: !this.stopping,
-      lease: this.sender ? { state: this.lease, remainingSeconds: r.leaseRemainingSeconds } : null,
+      lease: this.sender
+        ? {
+            mode: config.lease.mode,
+            state: this.leaseState(),
+            remainingSeconds: r.leaseRemainingSeconds,
+            standbyGranted: this.grant.granted,
+            ...(this.deps.arbiter ? { etcdKeyHeld: this.deps.arbiter.holding } : {}),
+          }
+        : null,
       degraded: r.degraded,
       seq: { last: r.lastSeq, applied: r.appliedSeq, acknowledged: r.acknowledgedSeq },
       replication: this.sender

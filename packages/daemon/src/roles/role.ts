@@ -4,6 +4,7 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Clock, Config, Logger, NodeMetrics, ReplicationGauges, wire } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
+import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import type { Readiness } from "../ops/ops-app.js";
 
 export type RoleName = "standalone" | "primary" | "standby";
@@ -21,12 +22,27 @@ export interface VerifyResult {
 export interface Supervisor {
   /** The node's current epoch. */
   epoch(): number;
-  /** A standby whose primary's lease ran out: take over (epoch + 1, persisted first). */
-  promote(reason: string): void;
+  /**
+   * A standby whose primary's lease ran out: take over (epoch + 1, persisted first). In etcd
+   * mode the standby took the leader key first, and `epoch` is the record's new epoch.
+   */
+  promote(reason: string, force?: boolean, epoch?: number): void;
   /** A primary that met a higher epoch: become a standby (its solo work is discarded). */
   stepDown(theirEpoch: number, reason: string): void;
   /** A standby that saw a higher epoch from its primary: persist it. */
   adoptEpoch(epoch: number): void;
+  /** Asks the peer what it is and holds (undefined when it does not answer). */
+  probePeer(): Promise<PeerView | undefined>;
+}
+
+export interface PeerView {
+  readonly nodeId: string;
+  readonly role: "primary" | "standby";
+  readonly epoch: number;
+  /** A standby: an eligible replica (holds the sync grant). */
+  readonly replica: boolean;
+  /** The last seq its state holds (0: it holds nothing). */
+  readonly appliedSeq: number;
 }
 
 export interface RoleDeps {
@@ -35,6 +51,8 @@ export interface RoleDeps {
   readonly metrics: NodeMetrics;
   readonly clock: Clock;
   readonly supervisor: Supervisor;
+  /** lease.mode etcd: the etcd leader key and cluster record. */
+  readonly arbiter: EtcdArbiter | undefined;
 }
 
 export interface Role {

@@ -2,7 +2,12 @@
 // nothing has come from the primary for a whole lease and this replica is eligible (complete,
 // not diverged), it asks the node to promote it; an ineligible standby says why and waits.
 // Guests are told NOT_PRIMARY with the primary's address.
-import { type ReplicationGauges, watchStandbyLease } from "@vgpu-ha/common";
+import {
+  type AcquireDecision,
+  mayAcquire,
+  type ReplicationGauges,
+  watchStandbyLease,
+} from "@vgpu-ha/common";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
@@ -21,6 +26,20 @@ export class StandbyRole implements Role {
   private promoting = false;
   private ineligibleLogged = false;
   private lastWatchMs: number | undefined;
+  private stopped = false;
+  /** etcd mode: a read or acquisition under way; when the last one ran; what it decided. */
+  private etcdBusy = false;
+  private etcdLastMs = Number.NEGATIVE_INFINITY;
+  private etcdView: { leader: string | null; decision: string; error?: string } | undefined;
+  /** etcd mode: the primary handed over; take the key as soon as it gives it up. */
+  private handoverPending = false;
+  /**
+   * Guests that arrive during a switchover's promotion wait here for the new primary role
+   * (instead of bouncing back to the old primary); refused if the promotion does not come.
+   */
+  private parked: GuestStream[] = [];
+  private parking = false;
+  private parkTimer: NodeJS.Timeout | undefined;
 
   constructor(deps: RoleDeps) {
     this.deps = deps;
@@ -58,12 +77,37 @@ export class StandbyRole implements Role {
   }
 
   async stop(reason: string): Promise<void> {
+    this.stopped = true;
     clearInterval(this.leaseTimer);
+    clearTimeout(this.parkTimer);
+    // Parked guests go to the new primary role when promoted; otherwise they are refused.
+    if (reason !== "promoted") for (const s of this.parked.splice(0)) this.refusal.session(s);
     this.link.close(reason);
   }
 
   serveGuest(stream: GuestStream): void {
+    if (this.parking && !this.stopped) {
+      stream.pause(); // its frames wait, buffered, for the primary role
+      this.parked.push(stream);
+      return;
+    }
     this.refusal.session(stream);
+  }
+
+  /** The guest streams parked during a promotion, for the new primary role to serve. */
+  takeParked(): GuestStream[] {
+    clearTimeout(this.parkTimer);
+    return this.parked.splice(0);
+  }
+
+  /** Parks arriving guests until the promotion completes (or refuses them after `ms`). */
+  private parkGuests(ms: number): void {
+    clearTimeout(this.parkTimer);
+    this.parking = true;
+    this.parkTimer = setTimeout(() => {
+      this.parking = false;
+      for (const s of this.parked.splice(0)) this.refusal.session(s);
+    }, ms);
   }
 
   acceptReplication(call: ReplicationCall): void {
@@ -73,10 +117,11 @@ export class StandbyRole implements Role {
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
     const t = this.deps.config.lease;
+    const now = this.deps.clock.monotonicMs();
     // A gap since the last look means this process itself was stopped: see watchStandbyLease.
     const { watch, verdict } = watchStandbyLease(
       { lastWatchMs: this.lastWatchMs, lastMessageMs: this.link.lastMessageMs },
-      this.deps.clock.monotonicMs(),
+      now,
       {
         leaseMs: t.durationMs,
         heartbeatMs: t.heartbeatMs,
@@ -87,7 +132,12 @@ export class StandbyRole implements Role {
     );
     this.lastWatchMs = watch.lastWatchMs;
     this.link.lastMessageMs = watch.lastMessageMs;
-    if (verdict === "woke" || verdict === "no-primary" || this.promoting) return;
+    if (verdict === "woke") return;
+    if (this.deps.arbiter) {
+      this.watchEtcd(now);
+      return;
+    }
+    if (verdict === "no-primary" || this.promoting) return;
     if (verdict === "live") {
       this.ineligibleLogged = false;
       return;
@@ -103,7 +153,73 @@ export class StandbyRole implements Role {
       return;
     }
     this.promoting = true;
+    this.parkGuests(2000);
     this.deps.supervisor.promote("lease_expired");
+  }
+
+  /**
+   * etcd mode: the standby takes over only by taking the leader key, when the rule allows
+   * (core/etcd-lease.ts mayAcquire): the key is free and this node holds the newest state (it
+   * is the granted replica the record names), or nobody does and it is the configured primary.
+   */
+  private watchEtcd(now: number): void {
+    if (this.promoting || this.etcdBusy || this.stopped) return;
+    const pollMs = this.handoverPending ? 10 : this.deps.config.lease.etcd.pollMs;
+    if (now - this.etcdLastMs < pollMs) return;
+    this.etcdLastMs = now;
+    this.etcdBusy = true;
+    this.tryEtcd(this.deps.arbiter!)
+      .catch((e: Error) => {
+        this.etcdView = { leader: null, decision: "etcd unreachable", error: e.message };
+      })
+      .finally(() => {
+        this.etcdBusy = false;
+      });
+  }
+
+  private async tryEtcd(arbiter: NonNullable<RoleDeps["arbiter"]>): Promise<void> {
+    const { config, supervisor, logger } = this.deps;
+    const view = await arbiter.read();
+    if (view.leader) {
+      this.etcdView = { leader: view.leader.nodeId, decision: "the leader key is held" };
+      return;
+    }
+    const decide = (peer: Parameters<typeof mayAcquire>[0]["peer"]): AcquireDecision =>
+      mayAcquire({
+        me: config.nodeId,
+        configuredPrimary: config.role === "primary",
+        leaderPresent: false,
+        record: view.record,
+        mine: this.receiver.eligible ? "granted-replica" : "nothing",
+        peer,
+        localEpoch: supervisor.epoch(),
+      });
+    let decision = decide(undefined);
+    if (!decision.acquire) {
+      // Whether the peer holds the state decides between waiting and starting afresh.
+      const p = await supervisor.probePeer();
+      const holds = !p
+        ? undefined
+        : p.role === "primary"
+          ? ("primary-state" as const)
+          : p.replica
+            ? ("granted-replica" as const)
+            : ("nothing" as const);
+      decision = decide(p && holds ? { nodeId: p.nodeId, holds } : undefined);
+    }
+    if (this.etcdView?.decision !== decision.reason) {
+      logger.warn({ seq: this.receiver.appliedSeq, decision }, "etcd: the leader key is free");
+    }
+    this.etcdView = { leader: null, decision: decision.reason };
+    if (!decision.acquire || this.stopped || this.promoting) return;
+    if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
+    this.promoting = true;
+    this.parkGuests(2000);
+    supervisor.promote(
+      this.handoverPending ? "switchover" : "etcd_key_acquired",
+      !this.receiver.eligible,
+      decision.epoch,
+    );
   }
 
   /**
@@ -181,6 +297,11 @@ export class StandbyRole implements Role {
           break;
         case "handover":
           logger.warn(fields, "switchover: the primary handed over");
+          this.parkGuests(2000);
+          if (this.deps.arbiter) {
+            this.handoverPending = true; // promote once the key is ours
+            break;
+          }
           this.promoting = true;
           supervisor.promote("switchover");
           break;
@@ -264,6 +385,7 @@ export class StandbyRole implements Role {
         snapshot: r.snapshotProgress ?? null,
         divergences: r.divergences,
       },
+      ...(this.deps.arbiter ? { etcd: this.etcdView ?? null } : {}),
     };
   }
 }

@@ -339,6 +339,8 @@ export class Sender {
     if (h && due && this.state === "streaming" && this.sentSeq === this.log.lastSeq) {
       out.push({ kind: "handover", epoch: this.epoch, lastSeq: h.lastSeq, digest: h.digest });
       h.sentMs = nowMs;
+      // An announcement (empty digest) is a hint, not awaited: sent once.
+      if (h.digest === "") this.pendingHandover = undefined;
     }
     if (this.state !== "hello" && nowMs - this.lastHeartbeatMs >= this.options.heartbeatMs) {
       this.lastHeartbeatMs = nowMs;

@@ -3,7 +3,7 @@
 // and it loses the grant on revocation, on a newer epoch, on divergence and when a snapshot
 // starts; a late copy of an older heartbeat changes nothing.
 import type { PrimaryMessage } from "@vgpu-ha/common";
-import { Backend, type BackendOptions, SnapshotSource } from "@vgpu-ha/gpu-model";
+import { Backend, type BackendOptions, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./receiver.js";
 
@@ -87,6 +87,34 @@ describe("the sync grant", () => {
     r.step({ kind: "snapshot", epoch: 3, chunk });
     // (one chunk: the snapshot is installed at once — a new replica, not yet granted)
     expect(r.granted).toBe(false);
+    expect(r.eligible).toBe(false);
+  });
+});
+
+describe("an announced handover", () => {
+  const handover = (lastSeq: number, digest: string): PrimaryMessage => ({
+    kind: "handover",
+    epoch: 3,
+    lastSeq,
+    digest,
+  });
+
+  it("is accepted with the digest computed at the announcement, and grants", () => {
+    const r = replica();
+    r.step(handover(0, ""));
+    expect(r.takeEvents()).toEqual([]);
+    const digest = computeDigest(r.backend!).state;
+    const [ack] = r.step(handover(0, digest));
+    expect(ack).toMatchObject({ kind: "ack", handoverAccepted: true });
+    expect(r.eligible).toBe(true);
+  });
+
+  it("a different digest after the announcement is divergence", () => {
+    const r = replica();
+    r.step(handover(0, ""));
+    const out = r.step(handover(0, "0".repeat(64)));
+    expect(out.map((m) => m.kind)).toContain("resync");
+    expect(r.state).toBe("diverged");
     expect(r.eligible).toBe(false);
   });
 });

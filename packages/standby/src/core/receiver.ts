@@ -70,6 +70,8 @@ export class Receiver {
    * primary's revocation.
    */
   granted = false;
+  /** A handover announced at this seq, with this replica's digest there. */
+  private announcedHandover: { readonly lastSeq: number; readonly digest: string } | undefined;
 
   /** Eligible to take over: a complete replica that has not diverged and holds the grant. */
   get eligible(): boolean {
@@ -156,12 +158,23 @@ export class Receiver {
    * (same last seq, equal digest). A refusal is reported; a differing digest is divergence.
    */
   private onHandover(lastSeq: number, digest: string): StandbyMessage[] {
+    if (digest === "") {
+      // Announced: compute ours now, while the primary computes its own.
+      const ready = this.state === "replica" && this.appliedSeq === lastSeq;
+      this.announcedHandover = ready
+        ? { lastSeq, digest: computeDigest(this.backend!).state }
+        : undefined;
+      return [this.ack()];
+    }
     if (this.state !== "replica" || this.appliedSeq !== lastSeq) {
       const detail = `state ${this.state}, applied ${this.appliedSeq} of ${lastSeq}`;
       this.events.push({ kind: "handoverRefused", seq: this.appliedSeq, detail });
       return [this.ack()];
     }
-    const mine = computeDigest(this.backend!).state;
+    const announced = this.announcedHandover;
+    this.announcedHandover = undefined;
+    const mine =
+      announced?.lastSeq === lastSeq ? announced.digest : computeDigest(this.backend!).state;
     if (mine !== digest) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
     this.events.push({ kind: "handover", seq: lastSeq, detail: "digests equal" });
     this.granted = true; // an exact replica of everything: the handover is the grant
@@ -216,6 +229,7 @@ export class Receiver {
   private diverge(seq: number, detail: string): StandbyMessage[] {
     this.state = "diverged";
     this.granted = false;
+    this.announcedHandover = undefined;
     this.divergences++;
     this.events.push({ kind: "divergence", seq, detail });
     const ack = this.ack();
@@ -228,6 +242,7 @@ export class Receiver {
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
       this.state = "snapshot";
       this.granted = false;
+      this.announcedHandover = undefined;
       this.events.push({
         kind: "snapshotStarted",
         seq: chunk.atSeq,

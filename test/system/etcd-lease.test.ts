@@ -1,0 +1,239 @@
+// Proves lease.mode etcd with a real etcd and real vgpud processes: the configured primary
+// takes the leader key at cold start (epoch 1) and names its standby once it is in sync; when
+// the primary is SIGKILLed its key expires and the standby promotes only by taking it (epoch 2)
+// with every acknowledged frame present exactly once; cutting only the link between the nodes
+// promotes no one (the primary serves alone, its standby no longer named); and with etcd
+// stopped the primary acknowledges nothing from its lease's TTL on (it fences itself first).
+import { afterEach, describe, expect, it } from "vitest";
+import { CountingGuest } from "../support/counting-guest.js";
+import { type EtcdServer, startEtcd } from "../support/etcd.js";
+import { requireBinary } from "../support/external.js";
+import { ADMIN, FailoverPair, GUEST } from "../support/failover-pair.js";
+import { metrics, sleep, status, verify, waitFor } from "../support/ops-client.js";
+import { TcpProxy } from "../support/tcp-proxy.js";
+
+const etcdBinary = requireBinary("etcd", "etcd-server");
+const TTL_MS = 2000;
+
+let pair: FailoverPair | undefined;
+let etcd: EtcdServer | undefined;
+const proxies: { proxy: TcpProxy; target: string }[] = [];
+afterEach(async () => {
+  await pair?.cleanup();
+  pair = undefined;
+  for (const p of proxies.splice(0)) await p.proxy.close();
+  etcd?.resume();
+  await etcd?.stop();
+  etcd = undefined;
+});
+
+interface Record_ {
+  epoch: number;
+  primary: string;
+  replica: string;
+}
+
+/** The cluster record as etcd holds it (through its JSON gateway). */
+async function record(server: EtcdServer): Promise<Record_ | undefined> {
+  const key = Buffer.from("/vgpu-ha/failover-test/record").toString("base64");
+  const res = await fetch(`${server.endpoint}/v3/kv/range`, {
+    method: "POST",
+    body: JSON.stringify({ key }),
+  });
+  const body = (await res.json()) as { kvs?: { value: string }[] };
+  const v = body.kvs?.[0]?.value;
+  return v === undefined ? undefined : JSON.parse(Buffer.from(v, "base64").toString());
+}
+
+async function etcdPair(options: { proxied?: boolean } = {}): Promise<FailoverPair> {
+  etcd = await startEtcd(etcdBinary);
+  const lease = { mode: "etcd", etcd: { endpoints: [etcd.endpoint], ttlMs: TTL_MS } };
+  const p = await FailoverPair.create({ lease }, async (configs) => {
+    if (!options.proxied) return;
+    // Each node reaches its peer's replication port only through a proxy the test controls.
+    for (const [self, other] of [
+      [configs[0], configs[1]],
+      [configs[1], configs[0]],
+    ] as const) {
+      const target = (other.replication as { listen: string }).listen;
+      const proxy = await TcpProxy.start(target);
+      proxies.push({ proxy, target });
+      (self.peer as Record<string, unknown>).replicationAddress = proxy.address;
+    }
+  });
+  await waitFor(
+    "a streaming, its standby named in etcd and granted",
+    async () =>
+      (await status(p.node("a"))).replication?.state === "streaming" &&
+      (await record(etcd!))?.replica === "b" &&
+      (await status(p.node("b"))).replication?.eligible === true,
+    { timeoutMs: 20_000 },
+  );
+  return p;
+}
+
+async function guests(p: FailoverPair, n: number): Promise<CountingGuest[]> {
+  const gs = await Promise.all(
+    Array.from({ length: n }, () => CountingGuest.open(p.endpoints, GUEST.tenant, GUEST.token)),
+  );
+  for (const g of gs) g.start();
+  return gs;
+}
+
+async function stopAndCheck(gs: CountingGuest[]) {
+  await Promise.all(gs.map((g) => g.stop()));
+  for (const g of gs) expect((await g.check()).increments).toBeGreaterThan(0);
+}
+
+describe.skipIf(!etcdBinary)("etcd lease", () => {
+  it("cold start takes the key; SIGKILL of the primary → the standby promotes by taking it, exactly once", async () => {
+    pair = await etcdPair();
+    expect(await record(etcd!)).toEqual({ epoch: 1, primary: "a", replica: "b" });
+    expect((await status(pair.node("a"))).epoch).toBe(1);
+    const gs = await guests(pair, 3);
+    await sleep(700);
+    pair.node("a").process.kill("SIGKILL");
+    await waitFor("b promoted", async () => (await status(pair!.node("b"))).role === "primary", {
+      timeoutMs: 15_000,
+    });
+    expect((await status(pair.node("b"))).epoch).toBe(2);
+    expect(await record(etcd!)).toMatchObject({ epoch: 2, primary: "b" });
+    const before = gs.map((g) => g.increments);
+    await waitFor(
+      "every guest acknowledged by the new primary",
+      async () => gs.every((g, i) => g.increments > before[i]!),
+      { timeoutMs: 15_000 },
+    );
+    expect(gs.every((g) => g.session.epoch === 2)).toBe(true);
+    const promotions = await metrics(pair.node("b"));
+    expect(promotions.get("vgpu_promotions_total", { reason: "etcd_key_acquired" })).toBe(1);
+    // the old primary comes back as b's standby, and b names it once it is in sync
+    await pair.start("a");
+    await waitFor(
+      "a rejoined and named in etcd",
+      async () =>
+        (await status(pair!.node("a"))).role === "standby" &&
+        (await record(etcd!))?.replica === "a",
+      { timeoutMs: 20_000 },
+    );
+    await stopAndCheck(gs);
+    expect((await verify(pair.node("b"), ADMIN)).equal).toBe(true);
+  });
+
+  it("a cut link between the nodes promotes no one: the primary serves alone", async () => {
+    pair = await etcdPair({ proxied: true });
+    const gs = await guests(pair, 2);
+    await sleep(300);
+    for (const p of proxies) {
+      p.proxy.setTarget(undefined);
+      p.proxy.breakAll();
+    }
+    await waitFor(
+      "a serving alone, b no longer named",
+      async () =>
+        (await status(pair!.node("a"))).degraded === true && (await record(etcd!))?.replica === "",
+      { timeoutMs: 10_000 },
+    );
+    const before = gs.map((g) => g.increments);
+    // Well past the TTL and the peer lease: the standby must still not have promoted.
+    const deadline = performance.now() + 3 * TTL_MS;
+    while (performance.now() < deadline) {
+      const b = await status(pair.node("b"));
+      expect(b.role).toBe("standby");
+      await sleep(200);
+    }
+    expect(gs.every((g, i) => g.increments > before[i]!)).toBe(true);
+    expect((await status(pair.node("a"))).role).toBe("primary");
+    expect(await record(etcd!)).toMatchObject({ epoch: 1, primary: "a", replica: "" });
+    // Not even a forced promotion makes a second primary while the key is held.
+    const forced = await fetch(`${pair.node("b").ops}/v1/promote?force=true`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    expect(forced.status).toBe(409);
+    expect(((await forced.json()) as { message: string }).message).toMatch(/held by a/);
+    expect((await status(pair.node("b"))).role).toBe("standby");
+    // heal: b catches up and is named again
+    for (const p of proxies) p.proxy.setTarget(p.target);
+    await waitFor(
+      "b named again",
+      async () =>
+        (await record(etcd!))?.replica === "b" &&
+        (await status(pair!.node("a"))).degraded === false,
+      { timeoutMs: 20_000 },
+    );
+    await stopAndCheck(gs);
+    expect((await verify(pair.node("a"), ADMIN)).equal).toBe(true);
+  });
+
+  it("switchover hands the key over: the standby takes it, no snapshot, nothing lost", async () => {
+    pair = await etcdPair();
+    const gs = await guests(pair, 2);
+    await sleep(400);
+    const res = await fetch(`${pair.node("a").ops}/v1/switchover`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    expect(res.status).toBe(200);
+    await waitFor("b primary", async () => (await status(pair!.node("b"))).role === "primary", {
+      timeoutMs: 10_000,
+    });
+    expect(await record(etcd!)).toMatchObject({ epoch: 2, primary: "b" });
+    await waitFor(
+      "a standby of b, named",
+      async () =>
+        (await status(pair!.node("a"))).role === "standby" &&
+        (await record(etcd!))?.replica === "a",
+      { timeoutMs: 10_000 },
+    );
+    // a kept its state: no snapshot was taken to make it b's replica
+    expect((await metrics(pair.node("b"))).get("vgpu_snapshots_total", { event: "started" })).toBe(
+      0,
+    );
+    const before = gs.map((g) => g.increments);
+    await waitFor("guests on b", async () => gs.every((g, i) => g.increments > before[i]!), {
+      timeoutMs: 10_000,
+    });
+    await stopAndCheck(gs);
+    expect((await verify(pair.node("b"), ADMIN)).equal).toBe(true);
+  });
+
+  it("with etcd stopped, the primary stops acknowledging before its TTL runs out", async () => {
+    pair = await etcdPair();
+    const gs = await guests(pair, 2);
+    await sleep(500);
+    const pausedAt = performance.now();
+    etcd!.pause();
+    await waitFor(
+      "a fenced",
+      async () => ((await status(pair!.node("a"))).lease as { state: string }).state === "fenced",
+      { timeoutMs: 10_000 },
+    );
+    await sleep(TTL_MS); // anything acknowledged now would be after the TTL
+    const lastAck = Math.max(...gs.flatMap((g) => g.ackTimes));
+    expect(lastAck - pausedAt).toBeLessThan(TTL_MS);
+    expect((await status(pair.node("a"))).role).toBe("primary");
+    etcd!.resume();
+    // etcd expires the lapsed lease; the granted standby or the old primary takes the key
+    await waitFor(
+      "a primary serving again",
+      async () => {
+        const roles = [await status(pair!.node("a")), await status(pair!.node("b"))];
+        return roles.some(
+          (s) =>
+            s.role === "primary" &&
+            s.lease !== null &&
+            (s.lease as { state: string }).state !== "fenced",
+        );
+      },
+      { timeoutMs: 20_000 },
+    );
+    const before = gs.map((g) => g.increments);
+    await waitFor(
+      "guests acknowledged again",
+      async () => gs.every((g, i) => g.increments > before[i]!),
+      { timeoutMs: 20_000 },
+    );
+    await stopAndCheck(gs);
+  });
+});
