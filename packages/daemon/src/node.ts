@@ -474,5 +474,6 @@ export function splitHostPort(address: string): [string, number] {
 /** What a probed peer holds, for the etcd acquisition rule. */
 function holdingOf(peer: PeerView): Holding {
   if (peer.role === "primary") return "primary-state";
-  return peer.replica ? "granted-replica" : "nothing";
+  if (peer.replica) return "granted-replica";
+  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }

@@ -330,6 +330,7 @@ export class PrimaryRole implements Role {
       });
     } else if (
       !this.grant.granted &&
+      this.lease === "leased" && // not while the link lapsed: the name would flap each poll
       grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
     ) {
       this.grant = GRANTED; // from now on only what the standby confirms goes out
@@ -337,6 +338,18 @@ export class PrimaryRole implements Role {
     } else if (this.grant.granted && !sender.syncGrant && this.lease === "leased") {
       this.etcdRun(() => this.nameStandby(arbiter, epoch)); // an earlier write failed
     }
+  }
+
+  /**
+   * etcd mode, a handover accepted: the standby holds everything (guests are held), so name it
+   * in the record — a lapse during the handover may have cleared the name — then give the key
+   * up for it. If etcd refuses, keep the key: the switchover times out and this node serves on.
+   */
+  private async handKeyOver(arbiter: EtcdArbiter): Promise<void> {
+    if (!(await arbiter.setReplica(this.deps.supervisor.epoch(), this.deps.config.peer.name))) {
+      return;
+    }
+    await arbiter.resign();
   }
 
   private async nameStandby(arbiter: EtcdArbiter, epoch: number): Promise<void> {
@@ -550,7 +563,7 @@ export class PrimaryRole implements Role {
         this.handedOff = true;
         this.guests.endAll("switchover: the standby is taking over");
         // etcd mode: the standby takes over only by taking the key: give it up.
-        void this.deps.arbiter?.resign();
+        if (this.deps.arbiter) this.etcdRun(() => this.handKeyOver(this.deps.arbiter!));
         break;
     }
   }
@@ -579,7 +592,9 @@ export class PrimaryRole implements Role {
       this.client!.pumpNow();
       const early = computeDigest(this.backend).state;
       const deadline = started + timeoutMs;
-      while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
+      // etcd mode: the standby takes over only by the record naming it: wait until it does.
+      const unnamed = () => this.deps.arbiter !== undefined && !sender.syncGrant;
+      while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0 || unnamed()) {
         if (this.deps.clock.monotonicMs() > deadline || !sender.inSync) {
           throw new Error(
             `standby at ${sender.appliedSeq} of ${this.log.lastSeq}: not handing over`,
@@ -601,6 +616,9 @@ export class PrimaryRole implements Role {
     } catch (e) {
       this.handingOver = undefined;
       sender.cancelHandover();
+      // etcd mode: a standby that accepted but did not get the key cannot serve; the key
+      // decides, so guests may come back. (Peer mode: it took over; its dial steps us down.)
+      if (this.deps.arbiter) this.handedOff = false;
       this.guests.setPaused(false);
       throw e;
     }

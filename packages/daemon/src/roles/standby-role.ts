@@ -190,7 +190,11 @@ export class StandbyRole implements Role {
         configuredPrimary: config.role === "primary",
         leaderPresent: false,
         record: view.record,
-        mine: this.receiver.eligible ? "granted-replica" : "nothing",
+        mine: this.receiver.eligible
+          ? "granted-replica"
+          : this.holdsReplica
+            ? "replica"
+            : "nothing",
         peer,
         localEpoch: supervisor.epoch(),
       });
