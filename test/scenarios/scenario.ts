@@ -16,8 +16,13 @@ export interface NodeExpectation {
   readonly process?: "running" | "paused";
   /** The persisted epoch. */
   readonly epoch?: number;
-  /** A primary's lease: leased, fenced, degraded. */
+  /** A primary's peer lease: leased, fenced, degraded. */
   readonly lease?: "leased" | "fenced" | "degraded";
+  /**
+   * A primary that may acknowledge now, judged as a release would (peer: leased or degraded;
+   * etcd: its etcd lease holds by its own clock).
+   */
+  readonly serving?: boolean;
   /** A standby may take over (a granted replica). */
   readonly eligible?: boolean;
   /** A standby's receiver: empty, snapshot, replica, diverged. */
@@ -31,6 +36,8 @@ export interface Expectation {
   readonly stats?: Partial<Record<keyof FailoverStats, number>>;
   /** Guests whose session failed. */
   readonly guestsFailed?: number;
+  /** etcd mode: who holds the leader key (null: nobody), and the record's named replica. */
+  readonly etcd?: { readonly leader?: NodeName | null; readonly replica?: NodeName | "" };
 }
 
 export type Step =
@@ -51,6 +58,9 @@ export type Step =
       };
     }
   | { readonly heal: true }
+  /** etcd mode: `node` loses etcd, or `both` (etcd is away); `etcdBack` ends every cut. */
+  | { readonly etcdCut: NodeName | "both" }
+  | { readonly etcdBack: true }
   /** A planned switchover on the primary; `refused` expects it to be refused. */
   | { readonly switchover: { readonly refused?: boolean } | true }
   /** The guests send the next N frames of the workload. */
@@ -71,6 +81,13 @@ export interface Scenario {
   /** Each node's clock rate (default 1). */
   readonly clockRate?: Partial<Record<NodeName, number>>;
   readonly guests?: { readonly sessions?: number; readonly frames?: number };
+  /** lease.mode etcd with these terms (defaults as the daemon's). */
+  readonly etcd?: {
+    readonly ttlMs?: number;
+    readonly keepaliveMs?: number;
+    readonly pollMs?: number;
+    readonly requestTimeoutMs?: number;
+  };
   readonly seed?: number;
   readonly steps: readonly Step[];
 }
@@ -89,6 +106,16 @@ export function scenarioParams(s: Scenario): FailoverParams {
   const frames = s.guests?.frames ?? 60;
   return {
     seed: s.seed ?? 7,
+    leaseMode: s.etcd ? "etcd" : "peer",
+    etcd: s.etcd
+      ? {
+          ttlMs: s.etcd.ttlMs ?? 2000,
+          keepaliveMs: s.etcd.keepaliveMs ?? 500,
+          pollMs: s.etcd.pollMs ?? 100,
+          requestTimeoutMs: s.etcd.requestTimeoutMs ?? 1000,
+          latencyMs: [1, 1],
+        }
+      : undefined,
     ackMode: s.ackMode ?? "sync",
     mmio: "per-page",
     lease,
@@ -152,6 +179,7 @@ export function observe(sim: FailoverSimulation, name: NodeName): Required<NodeE
     process: proc?.state === "paused" ? "paused" : "running",
     epoch: node.persistedEpoch,
     lease: p?.lease ?? ("-" as "leased"),
+    serving: p !== undefined && p.effectiveLease() !== "fenced",
     eligible: s?.receiver.eligible ?? false,
     state: s?.receiver.state ?? ("-" as "empty"),
   };
@@ -186,6 +214,8 @@ function apply(sim: FailoverSimulation, step: Step): void {
       step.partition.kills ?? false,
     );
   else if ("heal" in step) sim.healPartition();
+  else if ("etcdCut" in step) sim.cutEtcd(step.etcdCut);
+  else if ("etcdBack" in step) sim.healEtcd();
   else if ("switchover" in step) {
     const refusal = sim.switchover();
     const refused = step.switchover !== true && step.switchover.refused === true;
@@ -221,6 +251,18 @@ function check(sim: FailoverSimulation, e: Expectation): void {
     const failed = sim.guests.filter((g) => g.failure !== undefined).length;
     if (failed !== e.guestsFailed)
       wrong.push(`${failed} guests failed, expected ${e.guestsFailed}`);
+  }
+  if (e.etcd !== undefined) {
+    const leader = sim.etcd?.leaderNow?.nodeId ?? null;
+    if (e.etcd.leader !== undefined && leader !== e.etcd.leader) {
+      wrong.push(`the leader key is ${leader}'s, expected ${e.etcd.leader}'s`);
+    }
+    const replica = sim.etcd?.recordNow?.replica;
+    if (e.etcd.replica !== undefined && replica !== e.etcd.replica) {
+      wrong.push(
+        `the record names ${JSON.stringify(replica)}, expected ${JSON.stringify(e.etcd.replica)}`,
+      );
+    }
   }
   if (wrong.length > 0) throw new Error(wrong.join("; "));
 }

@@ -1,7 +1,8 @@
 // Proves failover is safe and live: thousands of seeded runs of two simulated nodes (the real
-// core behind mirrors of the daemon's supervisor and roles, drifting clocks) with guests running
-// the exactly-once client logic, under crashes and restarts, pauses shorter and longer than the
-// lease, partitions both ways and one way, broken streams, switchovers and link faults; the
+// core behind mirrors of the daemon's supervisor and roles, drifting clocks; a quarter in etcd
+// lease mode against a simulated etcd) with guests running the exactly-once client logic,
+// under crashes and restarts, pauses shorter and longer than the lease, partitions both ways
+// and one way, etcd cut off, broken streams, switchovers and link faults; the
 // Checker holds the lease, epoch, release and loss rules during faults and the final state
 // (one primary, equal replicas, the history replayed from the guests' frames, every guest done)
 // after healing. Then: every path the runs claim to cover was taken, and a seed replays exactly.
@@ -81,6 +82,11 @@ describe("failover simulation", () => {
       "message dropped": t.messagesDropped,
       "message duplicated": t.messagesDuplicated,
       "message reordered": t.messagesReordered,
+      "etcd mode run": t.etcdRuns,
+      "etcd: the standby took the key": t.etcdKeyAcquired,
+      "etcd: a primary took its key back": t.etcdKeyRetaken,
+      "etcd: a lease expired": t.etcdKeyExpired,
+      "etcd: a node lost etcd": t.etcdCuts,
     })) {
       expect(count, `${path} never happened`).toBeGreaterThan(0);
     }

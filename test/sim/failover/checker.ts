@@ -75,13 +75,21 @@ export interface GuestRecord {
 
 /** What the checker needs to know of the pair at a given moment. */
 export interface PairView {
+  /** The node's primary role, when it runs one (paused or not). */
+  primaryOf(node: NodeName): SimPrimary | undefined;
+  /** etcd mode: who holds the leader key at etcd now. */
+  etcdLeader(): { nodeId: string; epoch: number } | undefined;
   /** The usable states of live (running or paused) processes: primaries and replicas. */
-  liveStates(except: NodeName): readonly Backend[];
+  liveStates(): readonly Backend[];
   /** Whether this node is a standby holding an eligible (granted) replica. */
   eligible(node: NodeName): boolean;
 }
 
-type LossReason = "solo work discarded" | "superseded copy" | "crash" | "async failover";
+type LossReason =
+  | "solo work discarded"
+  | "snapshot replacing a replica"
+  | "crash"
+  | "async failover";
 
 export class Checker {
   private readonly world: World;
@@ -180,10 +188,20 @@ export class Checker {
   released(p: SimPrimary, released: readonly Released[]): void {
     const t = this.tenure(p.tenure);
     const self = { epoch: t.epoch, nodeId: t.node };
+    // Never two primaries that may both acknowledge now (each by its own clock).
+    const other = this.pair!.primaryOf(t.node === "a" ? "b" : "a");
+    if (other && other.effectiveLease() === "leased" && p.effectiveLease() === "leased") {
+      this.fail(
+        `${t.node} (epoch ${t.epoch}) acknowledged while ${other.deps.node} (epoch ${other.epochAtStart}) also holds a lease`,
+      );
+    }
     for (const other of this.tenures.values()) {
       if (other.node === t.node || other.firstReleaseMs === undefined) continue;
       if (!otherPrimaryWins(self, { epoch: other.epoch, nodeId: other.node })) continue;
-      if (!(p.lease === "degraded" && this.excused)) {
+      // Peer mode allows the split brain of a primary serving alone after a network failure;
+      // etcd mode allows none.
+      const peerSplitBrain = this.params.leaseMode === "peer" && p.lease === "degraded";
+      if (!(peerSplitBrain && this.excused)) {
         this.fail(
           `${t.node} (epoch ${t.epoch}, ${p.lease}) acknowledged ${released.length} replies after ${other.node} (epoch ${other.epoch}) began acknowledging at t=${other.firstReleaseMs.toFixed(3)}`,
         );
@@ -192,6 +210,7 @@ export class Checker {
       t.splitBrain = true;
     }
     t.firstReleaseMs ??= this.world.nowMs;
+    if (this.params.leaseMode === "etcd") this.checkEtcdLeader(p);
     const tag = p.tag();
     let frames = 0;
     for (const r of released) {
@@ -202,7 +221,18 @@ export class Checker {
       if (tags) tags.push(tag);
       else this.releases.set(key, [tag]);
     }
-    if (p.lease === "degraded") t.soloAcks += frames;
+    // The role's solo mark is set while its peer lease is not held (soloWork counts from it).
+    if (p.lease !== "leased") t.soloAcks += frames;
+  }
+
+  /** etcd mode: a primary acknowledging holds the leader key at etcd right now. */
+  private checkEtcdLeader(p: SimPrimary): void {
+    const leader = this.pair!.etcdLeader();
+    if (leader?.nodeId !== p.deps.node || leader.epoch !== p.deps.supervisor.epoch()) {
+      this.fail(
+        `etcd: ${p.deps.node} (epoch ${p.deps.supervisor.epoch()}) acknowledged while the leader key is ${leader ? `${leader.nodeId}'s (epoch ${leader.epoch})` : "free"}`,
+      );
+    }
   }
 
   steppedDown(p: SimPrimary, discarded: DiscardedWork, kept: boolean): void {
@@ -219,11 +249,13 @@ export class Checker {
     if (t.splitBrain && !kept) this.stats.splitBrainsHealed++;
     if (kept) return;
     // What goes with its state: the replies it released serving alone after the network
-    // failed (split brain), or a stale copy of what a newer epoch held and lost in a crash.
+    // failed (peer split brain), or a stale copy of what a newer epoch held and lost in a crash.
     let soloFrames = 0;
-    this.stateGone(t.node, "solo work discarded", (tags, key) => {
+    const peer = this.params.leaseMode === "peer";
+    this.stateGone(t.node, [p.backend], "solo work discarded", (tags, key) => {
       const solo = tags.some(
-        (g) => g.tenure === t.id && g.degraded && g.excused && g.soloPeriod === t.soloPeriod,
+        (g) =>
+          peer && g.tenure === t.id && g.degraded && g.excused && g.soloPeriod === t.soloPeriod,
       );
       if (solo && !key.endsWith("#open")) soloFrames++;
       if (solo) return true;
@@ -251,7 +283,7 @@ export class Checker {
     }
     // What only this node held is gone: allowed when its peer could not have taken over.
     const peerEligible = this.pair!.eligible(node === "a" ? "b" : "a");
-    const lost = this.stateGone(node, "crash", () => !peerEligible);
+    const lost = this.stateGone(node, held, "crash", () => !peerEligible);
     for (const key of lost) {
       const solo = this.releases.get(key)!.some((g) => g.degraded);
       if (solo) this.stats.unreportedSoloLoss++;
@@ -264,10 +296,11 @@ export class Checker {
    */
   private stateGone(
     node: NodeName,
+    gone: readonly Backend[],
     reason: LossReason,
     allowed: (tags: readonly ReleaseTag[], key: string) => boolean,
   ): string[] {
-    const live = this.pair!.liveStates(node);
+    const live = this.pair!.liveStates().filter((b) => !gone.includes(b));
     const lost: string[] = [];
     for (const [key, tags] of this.releases) {
       if (this.lost.has(key)) continue;
@@ -283,6 +316,18 @@ export class Checker {
       lost.push(key);
     }
     return lost;
+  }
+
+  /**
+   * A standby installed a snapshot: its previous replica is gone. Frames only it held may go
+   * only as a stale copy of what a newer epoch lost in a crash (or in async mode).
+   */
+  replaced(node: NodeName, old: Backend, epoch: number): void {
+    this.stateGone(node, [old], "snapshot replacing a replica", (_tags, key) => {
+      const superseded = (this.crashedHolder.get(key) ?? 0) > epoch;
+      if (superseded) this.stats.supersededLoss++;
+      return superseded;
+    });
   }
 
   // ---- guests ----

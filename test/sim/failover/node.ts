@@ -7,7 +7,9 @@
 // as microtasks after the callback that asked for them, as on the daemon's promise chain.
 import {
   discardedOnStepDown,
+  type Holding,
   initialRole,
+  mayAcquire,
   type PairRole,
   type PeerProbe,
   type PrimaryMessage,
@@ -19,6 +21,7 @@ import {
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
+import { SimArbiter, type SimEtcd } from "./etcd.js";
 import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { Lineages } from "./lineage.js";
 import type { End, Network, NodeHost } from "./net.js";
@@ -34,7 +37,7 @@ import { SimFailure } from "./world.js";
 /** How long an unanswered dial waits (grpc-js's minimum connect timeout). */
 const DIAL_TIMEOUT_MS = 20_000;
 
-type ProbeAnswer = PeerProbe;
+type ProbeAnswer = PeerProbe & { readonly nodeId: NodeName };
 
 export interface NodeEnv {
   readonly world: World;
@@ -45,6 +48,8 @@ export interface NodeEnv {
   readonly stats: FailoverStats;
   readonly rng: SimRng;
   readonly backendOptions: BackendOptions;
+  /** etcd mode: the etcd cluster. */
+  readonly etcd: SimEtcd | undefined;
   readonly peer: () => SimNode;
   readonly note: (line: string) => void;
 }
@@ -55,6 +60,8 @@ export class SimNode implements SimSupervisor, NodeHost {
   /** The epoch file: written (and fsynced) before anything acts on a new epoch. */
   persistedEpoch: number;
   proc: SimProcess | undefined;
+  /** etcd mode: this process's etcd client (the leader key, the record). */
+  arbiter: SimArbiter | undefined;
   role: SimPrimary | SimStandby | undefined;
   /** The role was decided (the placeholder standby is gone). */
   decided = false;
@@ -90,6 +97,7 @@ export class SimNode implements SimSupervisor, NodeHost {
     return {
       node: this.name,
       peer: peerOf(this.name),
+      configured: this.configured,
       proc,
       params: env.params,
       supervisor: this,
@@ -100,6 +108,8 @@ export class SimNode implements SimSupervisor, NodeHost {
       stats: env.stats,
       backendOptions: env.backendOptions,
       dialPeer: () => this.dialPeer(proc),
+      arbiter: this.arbiter,
+      probePeer: (done) => this.probePeer(proc, done),
       note: env.note,
     };
   }
@@ -127,18 +137,62 @@ export class SimNode implements SimSupervisor, NodeHost {
     this.proc = proc;
     this.decided = false;
     this.currentEpoch = 0;
+    this.arbiter = env.etcd
+      ? new SimArbiter(env.etcd, proc, this.name, env.params.lease)
+      : undefined;
     // Until the role is decided, a standby that serves nobody (VgpuNode's constructor).
     this.role = new SimStandby(this.deps(proc));
     proc.run(() => {
       this.currentEpoch = this.persistedEpoch;
-      this.probePeer(proc, (peer) => this.decide(proc, peer));
+      if (this.arbiter) this.decideEtcdRole(proc, this.arbiter);
+      else this.probePeer(proc, (peer) => this.decide(proc, peer));
     });
   }
 
-  private probePeer(proc: SimProcess, done: (peer: PeerProbe | undefined) => void): void {
+  /** VgpuNode.decideEtcdRole: primary only by taking the leader key (mayAcquire). */
+  private decideEtcdRole(proc: SimProcess, arbiter: SimArbiter): void {
+    const standby = () => this.settle(proc, "standby");
+    arbiter.read((error, view) => {
+      if (error || view === undefined) return standby();
+      if (view.leader) {
+        if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
+        return standby();
+      }
+      this.probePeer(proc, (peer) => {
+        const decision = mayAcquire({
+          me: this.name,
+          configuredPrimary: this.configured === "primary",
+          leaderPresent: false,
+          record: view.record,
+          mine: "nothing",
+          peer: peer && { nodeId: peer.nodeId, holds: holdingOf(peer) },
+          localEpoch: this.currentEpoch,
+        });
+        if (!decision.acquire) return standby();
+        arbiter.acquire(view, decision.epoch, (acquireError, acquired) => {
+          if (acquireError || !acquired) return standby();
+          this.setEpoch(decision.epoch);
+          this.settle(proc, "primary");
+        });
+      });
+    });
+  }
+
+  /** etcd mode: the decided role replaces the placeholder (peer mode goes through decide). */
+  private settle(proc: SimProcess, role: PairRole): void {
+    if (this.proc !== proc || this.decided) return;
+    this.role!.stop("role decided");
+    this.decided = true;
+    if (role === "primary") this.env.stats.coldStarts++;
+    this.become(
+      role === "primary" ? new SimPrimary(this.deps(proc)) : new SimStandby(this.deps(proc)),
+    );
+  }
+
+  probePeer(proc: SimProcess, done: (peer: ProbeAnswer | undefined) => void): void {
     const deadlineMs = Math.max(1000, this.env.params.lease.leaseMs * 2);
     let answered = false;
-    const finish = (peer: PeerProbe | undefined) => {
+    const finish = (peer: ProbeAnswer | undefined) => {
       if (answered) return;
       answered = true;
       stream.close("probe done");
@@ -159,7 +213,13 @@ export class SimNode implements SimSupervisor, NodeHost {
 
   private answerProbe(): ProbeAnswer {
     const p = this.role!.probe();
-    return { role: p.role, epoch: this.currentEpoch, replica: p.replica, appliedSeq: p.appliedSeq };
+    return {
+      nodeId: this.name,
+      role: p.role,
+      epoch: this.currentEpoch,
+      replica: p.replica,
+      appliedSeq: p.appliedSeq,
+    };
   }
 
   private decide(proc: SimProcess, peer: PeerProbe | undefined): void {
@@ -175,6 +235,7 @@ export class SimNode implements SimSupervisor, NodeHost {
         ? new SimPrimary(this.deps(proc))
         : new SimStandby(this.deps(proc)),
     );
+    // Peer mode only: etcd mode leaves this to the leader key.
     const everyMs = Math.max(1000, this.env.params.lease.leaseMs * 2);
     proc.setInterval(everyMs, () => proc.defer(() => this.watchForPrimary(proc)));
   }
@@ -239,19 +300,20 @@ export class SimNode implements SimSupervisor, NodeHost {
 
   // ---- the Supervisor interface ----
 
-  promote(reason: string, force = false): void {
+  promote(reason: string, force = false, etcdEpoch?: number): void {
     const proc = this.proc!;
     proc.defer(() => {
       const standby = this.role;
       if (!(standby instanceof SimStandby) || !this.decided) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
-      const epoch = promotionEpoch(this.currentEpoch, standby.receiver.epoch);
+      const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       standby.stop("promoted");
       if (reason === "lease_expired") this.env.stats.promotions++;
-      if (reason !== "switchover")
+      if (reason !== "switchover" || this.arbiter) {
         this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);
+      }
       this.env.stats.promotionEpochMax = Math.max(this.env.stats.promotionEpochMax, epoch);
       const primary = new SimPrimary(this.deps(proc), takeover);
       this.become(primary);
@@ -272,6 +334,7 @@ export class SimNode implements SimSupervisor, NodeHost {
       const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
       this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       primary.stop(`stepping down: ${reason}`);
+      this.arbiter?.resign(); // etcd mode: a standby holds no key
       this.env.checker.steppedDown(primary, discarded, kept !== undefined);
       const standby = new SimStandby(this.deps(proc));
       if (kept) {
@@ -345,4 +408,11 @@ export class SimNode implements SimSupervisor, NodeHost {
     const role = this.role === undefined ? "-" : this.decided ? this.role.describe() : "starting";
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
+}
+
+/** What a probed peer holds, for the etcd acquisition rule (node.ts holdingOf). */
+export function holdingOf(peer: PeerProbe): Holding {
+  if (peer.role === "primary") return "primary-state";
+  if (peer.replica) return "granted-replica";
+  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }

@@ -3,7 +3,12 @@
 // few simulated seconds; ranges are chosen so that across a couple of thousand seeds every path
 // is taken (promotion, split brain and its healing, switchover, restarts, one-way partitions,
 // pauses shorter and longer than the lease, snapshots and resumes) and runs stay small.
-import { checkLeaseTerms, type LeaseTerms, minimumDriftMarginMs } from "@vgpu-ha/common";
+import {
+  checkEtcdLeaseTerms,
+  checkLeaseTerms,
+  type LeaseTerms,
+  minimumDriftMarginMs,
+} from "@vgpu-ha/common";
 import type { SenderOptions } from "@vgpu-ha/primary";
 import type { NetworkParams } from "../params.js";
 import { SimRng } from "../rng.js";
@@ -12,7 +17,15 @@ export type NodeName = "a" | "b";
 export const NODES: readonly NodeName[] = ["a", "b"];
 export const peerOf = (n: NodeName): NodeName => (n === "a" ? "b" : "a");
 
-export type FaultKind = "crash" | "pause" | "partition" | "reset" | "switchover" | "guestReset";
+export type FaultKind =
+  | "crash"
+  | "pause"
+  | "partition"
+  | "reset"
+  | "switchover"
+  | "guestReset"
+  /** etcd mode: a node loses etcd (oneWay: false → etcd is away for both). */
+  | "etcdCut";
 
 export interface FaultPlan {
   readonly kind: FaultKind;
@@ -28,8 +41,19 @@ export interface FaultPlan {
   readonly killsConnections: boolean;
 }
 
+export interface EtcdParams {
+  readonly ttlMs: number;
+  readonly keepaliveMs: number;
+  readonly pollMs: number;
+  readonly requestTimeoutMs: number;
+  readonly latencyMs: readonly [number, number];
+}
+
 export interface FailoverParams {
   readonly seed: number;
+  /** peer: heartbeats decide; etcd: the leader key does (then `etcd` is set). */
+  readonly leaseMode: "peer" | "etcd";
+  readonly etcd: EtcdParams | undefined;
   readonly ackMode: "sync" | "async";
   readonly mmio: "per-page" | "per-store";
   readonly lease: LeaseTerms;
@@ -70,7 +94,7 @@ export interface FailoverParams {
 
 export function drawFailoverParams(seed: number): FailoverParams {
   const rng = new SimRng(seed ^ 0x5eed_fa11);
-  const lease = drawLease(rng);
+  let lease = drawLease(rng);
   const L = lease.leaseMs;
   const faultWindowMs = Math.round(L * rng.real(3, 10));
   const frames = rng.int(30, 120);
@@ -81,8 +105,14 @@ export function drawFailoverParams(seed: number): FailoverParams {
     return rng.chance(0.4) ? rng.pick([1 - r, 1 + r]) : rng.real(1 - r, 1 + r);
   };
   const fresh = rng.chance(0.7);
+  // etcd mode draws from its own stream, so peer-mode runs stay as they were.
+  const etcdRng = rng.fork(0xe7cd);
+  const etcd = etcdRng.chance(0.25) ? drawEtcd(etcdRng, lease) : undefined;
+  if (etcd) lease = etcd.lease;
   return {
     seed,
+    leaseMode: etcd ? "etcd" : "peer",
+    etcd: etcd?.terms,
     ackMode: rng.chance(0.8) ? "sync" : "async",
     mmio,
     lease,
@@ -121,8 +151,12 @@ export function drawFailoverParams(seed: number): FailoverParams {
       retryMaxMs: rng.int(20, 100),
     },
     faultWindowMs,
-    faults: drawFaults(rng, L, faultWindowMs),
-    livenessBoundMs: Math.max(5000, 40 * L),
+    faults: [
+      ...drawFaults(rng, L, faultWindowMs),
+      ...(etcd ? drawEtcdFaults(etcdRng, L, faultWindowMs) : []),
+    ].sort((x, y) => x.atMs - y.atMs),
+    // A switchover that fails holds guests for its 10 s timeout: the bound covers it.
+    livenessBoundMs: Math.max(12_000, 40 * L),
   };
 }
 
@@ -142,6 +176,51 @@ function drawLease(rng: SimRng): LeaseTerms {
   const why = checkLeaseTerms(terms);
   if (why !== null) throw new Error(`drawn lease terms are invalid: ${why}`);
   return terms;
+}
+
+/**
+ * etcd terms scaled to the lease, and the lease terms with a drift margin that suits both
+ * (the config validates both with the one margin); drift at most 1 %: a larger one over a TTL
+ * of several leases would leave no lease.
+ */
+function drawEtcd(rng: SimRng, peer: LeaseTerms): { terms: EtcdParams; lease: LeaseTerms } {
+  const L = peer.leaseMs;
+  const maxDriftRatio = Math.min(peer.maxDriftRatio, 0.01);
+  const ttlMs = Math.round(L * rng.real(2, 4));
+  const keepaliveMs = Math.max(10, Math.round(ttlMs * rng.real(0.1, 0.33)));
+  const needed = Math.max(
+    minimumDriftMarginMs(L, maxDriftRatio),
+    Math.floor((2 * maxDriftRatio * ttlMs) / (1 + maxDriftRatio)) + 1,
+  );
+  const lease = { ...peer, maxDriftRatio, driftMarginMs: needed + rng.int(0, 5) };
+  const terms: EtcdParams = {
+    ttlMs,
+    keepaliveMs,
+    pollMs: Math.max(20, Math.round(L * rng.real(0.1, 0.4))),
+    requestTimeoutMs: Math.round(ttlMs * rng.real(0.2, 0.5)),
+    latencyMs: [rng.real(0.2, 1), rng.real(1, 4)],
+  };
+  const why =
+    checkLeaseTerms(lease) ??
+    checkEtcdLeaseTerms({ ttlMs, keepaliveMs, driftMarginMs: lease.driftMarginMs, maxDriftRatio });
+  if (why !== null) throw new Error(`drawn etcd terms are invalid: ${why}`);
+  return { terms, lease };
+}
+
+function drawEtcdFaults(rng: SimRng, L: number, windowMs: number): FaultPlan[] {
+  const n = rng.int(0, 2);
+  const faults: FaultPlan[] = [];
+  for (let i = 0; i < n; i++) {
+    faults.push({
+      kind: "etcdCut",
+      atMs: Math.round(rng.real(0.05, 0.8) * windowMs),
+      node: rng.pick(["a", "b"] as const),
+      oneWay: rng.chance(0.7),
+      durationMs: Math.round(L * rng.real(0.5, 6)),
+      killsConnections: false,
+    });
+  }
+  return faults;
 }
 
 function drawNetwork(rng: SimRng, leaseMs: number): NetworkParams {
@@ -214,10 +293,16 @@ export function formatFailoverParams(p: FailoverParams): string {
   const s = p.sender;
   const faults = p.faults.map(
     (x) =>
-      `${x.kind}@${x.atMs}${x.kind === "reset" || x.kind === "switchover" ? "" : x.kind === "guestReset" ? ` g${x.durationMs}` : ` ${x.node}${x.kind === "partition" ? (x.oneWay ? "→" : "↔") : ""} ${x.durationMs}ms${x.killsConnections ? " kills" : ""}`}`,
+      `${x.kind}@${x.atMs}${x.kind === "reset" || x.kind === "switchover" ? "" : x.kind === "guestReset" ? ` g${x.durationMs}` : x.kind === "etcdCut" ? ` ${x.oneWay ? x.node : "both"} ${x.durationMs}ms` : ` ${x.node}${x.kind === "partition" ? (x.oneWay ? "→" : "↔") : ""} ${x.durationMs}ms${x.killsConnections ? " kills" : ""}`}`,
   );
+  const e = p.etcd;
   return [
-    `failover seed=${p.seed} ack=${p.ackMode} mmio=${p.mmio} flushDelayMs=${p.flushDelayMs} flushBytes=${p.flushBytes} maxLagEntries=${p.maxLagEntries}`,
+    `failover seed=${p.seed} lease.mode=${p.leaseMode} ack=${p.ackMode} mmio=${p.mmio} flushDelayMs=${p.flushDelayMs} flushBytes=${p.flushBytes} maxLagEntries=${p.maxLagEntries}`,
+    ...(e
+      ? [
+          `  etcd: ttlMs=${e.ttlMs} keepaliveMs=${e.keepaliveMs} pollMs=${e.pollMs} requestTimeoutMs=${e.requestTimeoutMs} latencyMs=${f(e.latencyMs[0])}..${f(e.latencyMs[1])}`,
+        ]
+      : []),
     `  lease: ${l.leaseMs}ms heartbeat=${l.heartbeatMs}ms margin=${l.driftMarginMs}ms maxDrift=${l.maxDriftRatio} rates a=${f(p.clockRate.a)} b=${f(p.clockRate.b)} timerJitterMs=${p.timerJitterMs}`,
     `  nodes: initialEpoch a=${p.initialEpoch.a} b=${p.initialEpoch.b} startMs a=${p.startMs.a} b=${p.startMs.b} reconnectMs=${p.reconnectMs}`,
     `  network: latencyMs=${f(n.latencyMinMs)}..${f(n.latencyMaxMs)} drop=${f(n.dropRate)} dup=${f(n.dupRate)} reorder=${f(n.reorderRate)}(+${n.reorderMaxMs}ms) guestLatencyMs=${f(p.guestLatencyMs[0])}..${f(p.guestLatencyMs[1])}`,

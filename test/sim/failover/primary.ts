@@ -8,8 +8,11 @@
 import {
   type DiscardedWork,
   ErrorCode,
+  GRANTED,
   type GrantState,
   grantBinds,
+  grantDue,
+  mayAcquire,
   NO_GRANT,
   otherPrimaryWins,
   type PrimaryMessage,
@@ -29,6 +32,7 @@ import {
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { Sender, type SenderEvent, Sequencer } from "@vgpu-ha/primary";
+import type { SimArbiter } from "./etcd.js";
 import type { ReleaseTag } from "./guest-protocol.js";
 import { SimGuestService } from "./guest-service.js";
 import { LineageLog } from "./lineage.js";
@@ -135,6 +139,7 @@ export class SimPrimary {
 
   start(): void {
     this.fencedSinceMs = this.deps.proc.now();
+    if (this.deps.arbiter) this.deps.arbiter.onLost = () => this.checkLease();
     if (this.promoted) {
       this.lease = "degraded";
       this.confirmedSeq = this.log.lastSeq;
@@ -160,7 +165,8 @@ export class SimPrimary {
     return {
       tenure: this.tenure,
       soloPeriod: this.soloPeriod,
-      degraded: this.lease === "degraded",
+      // Serving without its peer lease (peer mode: degraded; etcd mode: on the key alone).
+      degraded: this.lease !== "leased",
       excused: this.deps.checker.excused,
     };
   }
@@ -190,7 +196,8 @@ export class SimPrimary {
     this.fencedSinceMs = step.fencedSinceMs;
     this.leaseSteppedMs = step.steppedMs;
     this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
-    this.updateGrant();
+    if (this.deps.arbiter) this.etcdTick(now, this.deps.arbiter);
+    else this.updateGrant();
     if (before !== this.lease) {
       if (this.lease === "leased") this.soloPeriod++;
       if (this.lease === "degraded") this.deps.stats.degradedPeriods++;
@@ -210,9 +217,13 @@ export class SimPrimary {
         : sender.state === "snapshot"
           ? "snapshot"
           : "down";
+    let lease: LeaseState = lapsed ? "fenced" : this.lease;
+    // etcd mode: the right to serve is the etcd lease alone; the grant is in the record.
+    const arbiter = this.deps.arbiter;
+    if (arbiter) lease = now < arbiter.leaseEndMs() ? "leased" : "fenced";
     return {
       mode: this.deps.params.ackMode,
-      lease: lapsed ? "fenced" : this.lease,
+      lease,
       link,
       granted: grantBinds(this.grant),
       appliedSeq: sender.appliedSeq,
@@ -229,6 +240,91 @@ export class SimPrimary {
       echoedUs: this.sender.ackedHeartbeatUs,
     });
     this.sender.syncGrant = this.grant.granted;
+  }
+
+  // ---- etcd mode (PrimaryRole.etcdTick, nameStandby, retakeKey, etcdRun) ----
+
+  private etcdBusy = false;
+  private etcdLastTryMs = Number.NEGATIVE_INFINITY;
+
+  /**
+   * Keeps the record's `replica` in step with the grant — named once the standby has
+   * everything released (the heartbeat grant follows the write), cleared (and only then the
+   * grant dropped) when the standby's link lapses or a snapshot replaced its state. A node that
+   * lost the key tries to take it back while it may (it holds the newest state).
+   */
+  private etcdTick(now: number, arbiter: SimArbiter): void {
+    if (this.etcdBusy || this.stopping) return;
+    const sender = this.sender;
+    if (!arbiter.holding) {
+      if (this.handingOver) return; // a switchover gave the key up for the standby
+      if (now - this.etcdLastTryMs < this.deps.params.etcd!.pollMs) return;
+      this.etcdLastTryMs = now;
+      this.etcdBusy = true;
+      this.retakeKey(arbiter, () => {
+        this.etcdBusy = false;
+      });
+      return;
+    }
+    if (now >= arbiter.leaseEndMs()) return; // fenced until a keepalive is answered
+    const epoch = this.deps.supervisor.epoch();
+    const replaced = sender.state === "snapshot" && (sender.snapshotProgress?.chunksAcked ?? 0) > 0;
+    if (this.grant.granted && (this.lease !== "leased" || replaced)) {
+      sender.syncGrant = false;
+      this.etcdBusy = true;
+      arbiter.setReplica(epoch, "", (error, written) => {
+        this.etcdBusy = false;
+        if (error || !written || this.stopping) return;
+        this.grant = NO_GRANT;
+        this.guests.release();
+      });
+    } else if (
+      !this.grant.granted &&
+      this.lease === "leased" && // not while the link lapsed: the name would flap each poll
+      grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
+    ) {
+      this.grant = GRANTED; // from now on only what the standby confirms goes out
+      this.nameStandby(arbiter, epoch);
+    } else if (this.grant.granted && !sender.syncGrant && this.lease === "leased") {
+      this.nameStandby(arbiter, epoch); // an earlier write failed
+    }
+  }
+
+  private nameStandby(arbiter: SimArbiter, epoch: number): void {
+    this.etcdBusy = true;
+    arbiter.setReplica(epoch, this.deps.peer, (error, written) => {
+      this.etcdBusy = false;
+      if (error || !written || this.stopping) return;
+      this.sender.syncGrant = true;
+    });
+  }
+
+  /** Lost the key but still holding the newest state: take it back when the rule allows. */
+  private retakeKey(arbiter: SimArbiter, done: () => void): void {
+    const { supervisor, node } = this.deps;
+    arbiter.read((error, view) => {
+      if (error || view === undefined || view.leader || this.stopping) return done();
+      const decision = mayAcquire({
+        me: node,
+        configuredPrimary: this.deps.configured === "primary",
+        leaderPresent: false,
+        record: view.record,
+        mine: "primary-state",
+        peer: undefined,
+        localEpoch: supervisor.epoch(),
+      });
+      if (!decision.acquire) return done();
+      arbiter.acquire(view, decision.epoch, (acquireError, acquired) => {
+        done();
+        if (acquireError || !acquired || this.stopping) return;
+        supervisor.adoptEpoch(decision.epoch);
+        this.sender.epoch = decision.epoch;
+        this.grant = NO_GRANT;
+        this.sender.syncGrant = false;
+        this.deps.stats.etcdKeyRetaken++;
+        this.guests.release();
+      });
+    });
   }
 
   private releasableSeqNow(): number | undefined {
@@ -339,6 +435,16 @@ export class SimPrimary {
         // Send the guests over now: the standby parks them until it serves as primary.
         this.handedOff = true;
         this.guests.endAll("switchover: the standby is taking over");
+        // etcd mode: the standby takes over only by taking the key: name it (a lapse during
+        // the handover may have cleared the name), then give the key up (handKeyOver).
+        if (this.deps.arbiter) {
+          const arbiter = this.deps.arbiter;
+          this.etcdBusy = true;
+          arbiter.setReplica(this.deps.supervisor.epoch(), this.deps.peer, (error, written) => {
+            this.etcdBusy = false;
+            if (!error && written) arbiter.resign();
+          });
+        }
         break;
       case "checkpoint":
         throw new SimFailure(`checkpoint event without a checkpoint: ${JSON.stringify(e)}`);
@@ -412,6 +518,7 @@ export class SimPrimary {
     const fail = (why: string) => {
       this.handingOver = undefined;
       this.sender.cancelHandover();
+      if (this.deps.arbiter) this.handedOff = false;
       this.guests.setPaused(false);
       settled(why);
     };
@@ -425,7 +532,9 @@ export class SimPrimary {
     const deadline = started + SWITCHOVER_TIMEOUT_MS;
     const poll = () => {
       if (this.stopping) return;
-      if (this.sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
+      // etcd mode: the standby takes over only by the record naming it: wait until it does.
+      const unnamed = this.deps.arbiter !== undefined && !this.sender.syncGrant;
+      if (this.sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0 || unnamed) {
         if (this.deps.proc.now() > deadline || !this.sender.inSync) {
           fail(`standby at ${this.sender.appliedSeq} of ${this.log.lastSeq}: not handing over`);
           return;

@@ -11,6 +11,7 @@ import { type Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { SimRng } from "../rng.js";
 import { backendOptionsFor, generateWorkload, type Workload } from "../workload.js";
 import { Checker, type GuestRecord } from "./checker.js";
+import { SimEtcd } from "./etcd.js";
 import { SimGuest } from "./guest.js";
 import type { GuestMessage, NodeMessage, ReleaseTag } from "./guest-protocol.js";
 import { Lineages } from "./lineage.js";
@@ -40,6 +41,8 @@ export class FailoverSimulation {
   readonly checker: Checker;
   readonly net: Network;
   readonly lineages = new Lineages();
+  /** etcd mode: the etcd cluster. */
+  readonly etcd: SimEtcd | undefined;
   readonly nodes: Record<NodeName, SimNode>;
   readonly guests: SimGuest[] = [];
   private readonly workload: Workload;
@@ -65,8 +68,16 @@ export class FailoverSimulation {
     this.rng = { faults: root.fork(11), guests: root.fork(12), wake: root.fork(13) };
     this.checker = new Checker(this.world, params, this.stats, this.lineages);
     this.checker.pair = {
-      liveStates: (except) => this.liveStates(except),
-      eligible: (node) => this.nodes[node].standby?.receiver.eligible ?? false,
+      primaryOf: (node) => (this.nodes[node].process() ? this.nodes[node].primary : undefined),
+      etcdLeader: () => this.etcd?.leaderNow,
+      liveStates: () => this.liveStates(),
+      // etcd mode: the record, not the heartbeat, says which standby may take over.
+      eligible: (node) => {
+        const r = this.nodes[node].standby?.receiver;
+        if (r === undefined) return false;
+        if (!this.etcd) return r.eligible;
+        return r.state === "replica" && this.etcd.recordNow?.replica === node;
+      },
     };
     this.net = new Network(this.world, params.network, params.guestLatencyMs, root.fork(14));
     // A lost message is a network failure too (split brain may follow).
@@ -80,6 +91,14 @@ export class FailoverSimulation {
       resendPercent: 0,
     });
     const nodeRng = root.fork(15);
+    // A pair that ran before (epochs on disk) left its record in etcd: the newest term's.
+    const { a, b } = params.initialEpoch;
+    const record =
+      a + b > 0 ? { epoch: Math.max(a, b), primary: a >= b ? "a" : "b", replica: "" } : undefined;
+    this.etcd = params.etcd
+      ? new SimEtcd(this.world, params.etcd, root.fork(16), record)
+      : undefined;
+    if (this.etcd) this.stats.etcdRuns = 1;
     const options0 = backendOptionsFor(this.workload, params.seed & 0xffff);
     const make = (name: NodeName) =>
       new SimNode(name, {
@@ -94,6 +113,7 @@ export class FailoverSimulation {
           ...options0,
           device: { ...options0.device, seed: (params.seed & 0xffff) + (name === "a" ? 0 : 1000) },
         },
+        etcd: this.etcd,
         peer: () => this.nodes[peerOf(name)],
         note: (line) => this.note(line),
       });
@@ -250,6 +270,16 @@ export class FailoverSimulation {
     this.net.uncut("b", "a");
   }
 
+  /** etcd mode: `node` loses etcd, or both do (etcd is away). */
+  cutEtcd(node: NodeName | "both"): void {
+    this.stats.etcdCuts++;
+    for (const n of node === "both" ? NODES : [node]) this.etcd?.cut(n);
+  }
+
+  healEtcd(): void {
+    for (const n of NODES) this.etcd?.uncut(n);
+  }
+
   resetLinks(): void {
     this.stats.resets++;
     this.net.resetStreams("a", "b");
@@ -320,6 +350,7 @@ export class FailoverSimulation {
     this.stats.messagesDuplicated = link.duplicated;
     this.stats.messagesReordered = link.reordered;
     this.stats.events = this.world.events;
+    if (this.etcd) this.stats.etcdKeyExpired = this.etcd.stats.expired;
     return {
       seed: this.params.seed,
       failure,
@@ -380,6 +411,10 @@ export class FailoverSimulation {
       case "guestReset":
         this.resetGuest(f.durationMs % this.guests.length);
         return;
+      case "etcdCut":
+        this.cutEtcd(f.oneWay ? f.node : "both");
+        end("etcd back", () => this.healEtcd());
+        return;
     }
   }
 
@@ -387,6 +422,7 @@ export class FailoverSimulation {
   heal(): void {
     this.healed = true;
     this.net.heal();
+    this.healEtcd();
     for (const n of NODES) {
       const node = this.nodes[n];
       if (node.proc?.state === "paused") this.resume(n);
@@ -451,11 +487,11 @@ export class FailoverSimulation {
   }
 
   /** The states live processes hold that could serve: primaries' and replicas'. */
-  private liveStates(except: NodeName): Backend[] {
+  private liveStates(): Backend[] {
     const out: Backend[] = [];
     for (const n of NODES) {
       const node = this.nodes[n];
-      if (n === except || node.process() === undefined) continue;
+      if (node.process() === undefined) continue;
       const p = node.primary;
       if (p) out.push(p.backend);
       // A standby's replica, also while a snapshot replaces it (it could still take over).

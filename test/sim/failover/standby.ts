@@ -6,13 +6,17 @@
 // fails the run.
 import {
   ErrorCode,
+  mayAcquire,
   type PrimaryMessage,
   type StandbyMessage,
   watchStandbyLease,
 } from "@vgpu-ha/common";
+import { Backend } from "@vgpu-ha/gpu-model";
 import { applyEntry, Receiver } from "@vgpu-ha/standby";
+import type { SimArbiter } from "./etcd.js";
 import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { End } from "./net.js";
+import { holdingOf } from "./node.js";
 import type { Takeover } from "./primary.js";
 import type { Timer } from "./process.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";
@@ -166,8 +170,9 @@ export class SimStandby {
         conn.send(receiver.hello());
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.deps.proc.now();
+      const before = receiver.backend;
       for (const out of receiver.step(message)) conn.send(out);
-      this.afterStep();
+      this.afterStep(before);
     });
     conn.onClose(() => {
       this.pending.delete(conn);
@@ -187,8 +192,15 @@ export class SimStandby {
     );
     this.lastWatchMs = watch.lastWatchMs;
     this.lastMessageMs = watch.lastMessageMs;
-    if (verdict === "woke") this.deps.stats.selfPauseDetected++;
-    if (verdict === "woke" || verdict === "no-primary" || this.promoting) return;
+    if (verdict === "woke") {
+      this.deps.stats.selfPauseDetected++;
+      return;
+    }
+    if (this.deps.arbiter) {
+      this.watchEtcd(this.deps.proc.now(), this.deps.arbiter);
+      return;
+    }
+    if (verdict === "no-primary" || this.promoting) return;
     if (verdict === "live") {
       this.ineligibleCounted = false;
       return;
@@ -205,13 +217,79 @@ export class SimStandby {
     this.deps.supervisor.promote("lease_expired");
   }
 
+  // ---- etcd mode (StandbyRole.watchEtcd, tryEtcd) ----
+
+  private etcdBusy = false;
+  private etcdLastMs = Number.NEGATIVE_INFINITY;
+  /** The primary handed over: take the key as soon as it gives it up. */
+  private handoverPending = false;
+
+  /**
+   * The standby takes over only by taking the leader key, when the rule allows (mayAcquire):
+   * the key is free and this node holds the newest state (the granted replica the record
+   * names), or nobody does and it is the configured primary.
+   */
+  private watchEtcd(now: number, arbiter: SimArbiter): void {
+    if (this.promoting || this.etcdBusy || this.stopped) return;
+    const pollMs = this.handoverPending ? 10 : this.deps.params.etcd!.pollMs;
+    if (now - this.etcdLastMs < pollMs) return;
+    this.etcdLastMs = now;
+    this.etcdBusy = true;
+    this.tryEtcd(arbiter, () => {
+      this.etcdBusy = false;
+    });
+  }
+
+  private tryEtcd(arbiter: SimArbiter, done: () => void): void {
+    const { supervisor, node } = this.deps;
+    arbiter.read((error, view) => {
+      if (error || view === undefined || view.leader) return done();
+      const decide = (peer: Parameters<typeof mayAcquire>[0]["peer"]) =>
+        mayAcquire({
+          me: node,
+          configuredPrimary: this.deps.configured === "primary",
+          leaderPresent: false,
+          record: view.record,
+          mine: this.receiver.eligible
+            ? "granted-replica"
+            : this.holdsReplica
+              ? "replica"
+              : "nothing",
+          peer,
+          localEpoch: supervisor.epoch(),
+        });
+      const act = (decision: ReturnType<typeof mayAcquire>) => {
+        if (!decision.acquire || this.stopped || this.promoting) return done();
+        arbiter.acquire(view, decision.epoch, (acquireError, acquired) => {
+          done();
+          if (acquireError || !acquired) return;
+          this.promoting = true;
+          this.parkGuests(2000);
+          this.deps.stats.etcdKeyAcquired++;
+          supervisor.promote(
+            this.handoverPending ? "switchover" : "etcd_key_acquired",
+            !this.receiver.eligible,
+            decision.epoch,
+          );
+        });
+      };
+      const first = decide(undefined);
+      if (first.acquire) return act(first);
+      // Whether the peer holds the state decides between waiting and starting afresh.
+      this.deps.probePeer((p) => {
+        act(decide(p && { nodeId: p.nodeId, holds: holdingOf(p) }));
+      });
+    });
+  }
+
   /** The replica to serve with; forced (recovery), whatever replica there is. */
   takeover(force = false): Takeover | undefined {
     const backend = this.receiver.backend;
     if (backend && (this.receiver.eligible || force)) {
       return { backend, lastSeq: this.receiver.appliedSeq };
     }
-    return undefined;
+    if (!force) return undefined;
+    return { backend: new Backend(this.deps.backendOptions), lastSeq: this.receiver.appliedSeq };
   }
 
   probe() {
@@ -222,7 +300,7 @@ export class SimStandby {
     };
   }
 
-  private afterStep(): void {
+  private afterStep(before: Backend | undefined): void {
     const { supervisor, lineages, stats } = this.deps;
     const r = this.receiver;
     if (r.epoch > supervisor.epoch()) supervisor.adoptEpoch(r.epoch);
@@ -234,6 +312,9 @@ export class SimStandby {
           const id = Number(e.detail.split(" ")[1]);
           lineages.snapshotInstalled(id, e.seq, r.backend!);
           stats.snapshotsInstalled++;
+          if (before !== undefined && before !== r.backend) {
+            this.deps.checker.replaced(this.deps.node, before, r.epoch);
+          }
           break;
         }
         case "staleEpoch":
@@ -241,6 +322,10 @@ export class SimStandby {
           break;
         case "handover":
           this.parkGuests(2000);
+          if (this.deps.arbiter) {
+            this.handoverPending = true; // promote once the key is ours
+            break;
+          }
           this.promoting = true;
           supervisor.promote("switchover");
           break;

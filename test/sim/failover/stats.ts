@@ -48,6 +48,12 @@ export interface FailoverStats {
   messagesDropped: number;
   messagesDuplicated: number;
   messagesReordered: number;
+  /** etcd mode. */
+  etcdRuns: number;
+  etcdKeyAcquired: number;
+  etcdKeyRetaken: number;
+  etcdKeyExpired: number;
+  etcdCuts: number;
   events: number;
 }
 
@@ -100,6 +106,11 @@ export function emptyFailoverStats(): FailoverStats {
     messagesDropped: 0,
     messagesDuplicated: 0,
     messagesReordered: 0,
+    etcdRuns: 0,
+    etcdKeyAcquired: 0,
+    etcdKeyRetaken: 0,
+    etcdKeyExpired: 0,
+    etcdCuts: 0,
     events: 0,
   };
 }
