@@ -11,7 +11,7 @@
 //   mode after a partition or a lost message: the split brain the design allows.
 // - What a primary reports discarded when it steps down equals the replies it released while
 //   serving alone (soloWork).
-// - Where each released reply's frame is held (the lineages of the live states). When a state
+// - Where each released reply's frame is held (the live states' session tables). When a state
 //   goes, the frames no longer held anywhere are lost, and judged then: a discarding step-down
 //   may lose only the replies it released serving alone after a network failure (split brain);
 //   a crash may lose what only it held when its peer was no eligible replica (sync: the peer
@@ -35,7 +35,6 @@ import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model"
 import type { SimGuest } from "./guest.js";
 import type { ReleaseTag } from "./guest-protocol.js";
 import type { Released } from "./guest-service.js";
-import type { Lineages } from "./lineage.js";
 import type { FailoverParams, NodeName } from "./params.js";
 import type { SimPrimary } from "./primary.js";
 import type { FailoverStats } from "./stats.js";
@@ -95,7 +94,6 @@ export class Checker {
   private readonly world: World;
   private readonly params: FailoverParams;
   private readonly stats: FailoverStats;
-  private readonly lineages: Lineages;
   pair: PairView | undefined;
   private readonly tenures = new Map<number, Tenure>();
   private nextTenure = 1;
@@ -109,11 +107,10 @@ export class Checker {
   private readonly crashedHolder = new Map<string, number>();
   readonly guests = new Map<SimGuest, GuestRecord>();
 
-  constructor(world: World, params: FailoverParams, stats: FailoverStats, lineages: Lineages) {
+  constructor(world: World, params: FailoverParams, stats: FailoverStats) {
     this.world = world;
     this.params = params;
     this.stats = stats;
-    this.lineages = lineages;
   }
 
   private fail(what: string): never {

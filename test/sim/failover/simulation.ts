@@ -66,7 +66,7 @@ export class FailoverSimulation {
     this.issueBudget = this.autoIssue ? Number.POSITIVE_INFINITY : 0;
     const root = new SimRng(params.seed);
     this.rng = { faults: root.fork(11), guests: root.fork(12), wake: root.fork(13) };
-    this.checker = new Checker(this.world, params, this.stats, this.lineages);
+    this.checker = new Checker(this.world, params, this.stats);
     this.checker.pair = {
       primaryOf: (node) => (this.nodes[node].process() ? this.nodes[node].primary : undefined),
       etcdLeader: () => this.etcd?.leaderNow,
