@@ -26,6 +26,11 @@ export class EventQueue<T> {
     }
   }
 
+  /** When the earliest event is due, or undefined when none is left. */
+  peekMs(): number | undefined {
+    return this.heap[0]?.atMs;
+  }
+
   /** The earliest event, or undefined when none is left. */
   pop(): { atMs: number; event: T } | undefined {
     const heap = this.heap;

@@ -43,6 +43,16 @@ export class SimLink {
     return times;
   }
 
+  /**
+   * When something sent now arrives that is never lost nor reordered (the end of a stream, the
+   * start of one): after everything sent before it.
+   */
+  inOrderTime(nowMs: number): number {
+    const latency = this.rng.real(this.params.latencyMinMs, this.params.latencyMaxMs);
+    this.lastInOrderMs = Math.max(this.lastInOrderMs, nowMs + latency);
+    return this.lastInOrderMs;
+  }
+
   /** A new connection: nothing of the old one constrains the order. */
   reset(): void {
     this.lastInOrderMs = 0;

@@ -1,8 +1,14 @@
 // The simulator's command line: `node test/dist/sim/run.js --seeds N --seed S [--verbose]`
 // runs seeds S..S+N-1 (S defaults to a random one, N to 1000), prints every failing run with
 // its seed and parameters (every run with --verbose) and exits 1 if any failed. --trace prints
-// every event of every run (use it with --seeds 1).
+// every event of every run (use it with --seeds 1). --failover runs the failover simulator
+// (test/sim/failover) instead of the replication one.
 import { parseArgs } from "node:util";
+import {
+  formatFailoverResult,
+  formatFailoverSummary,
+  runFailoverSeeds,
+} from "./failover/run-seeds.js";
 import { formatResult, formatSummary, runSeeds } from "./run-seeds.js";
 
 const { values } = parseArgs({
@@ -11,6 +17,7 @@ const { values } = parseArgs({
     seed: { type: "string" },
     verbose: { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
+    failover: { type: "boolean", default: false },
   },
 });
 
@@ -19,14 +26,23 @@ const baseSeed =
   values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
 if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(baseSeed) || baseSeed < 0) {
   console.error(
-    "usage: run.js [--seeds N] [--seed S] [--verbose] [--trace]  (N ≥ 1, S ≥ 0 integers)",
+    "usage: run.js [--failover] [--seeds N] [--seed S] [--verbose] [--trace]  (N ≥ 1, S ≥ 0 integers)",
   );
   process.exit(2);
 }
-console.log(`simulating ${runs} seeds from ${baseSeed}`);
 const trace = values.trace ? (line: string) => console.log(line) : undefined;
-const report = runSeeds(baseSeed, runs, trace, (result) => {
-  if (values.verbose || result.failure !== undefined) console.log(formatResult(result));
-});
-console.log(formatSummary(report));
-process.exitCode = report.failures.length > 0 ? 1 : 0;
+if (values.failover) {
+  console.log(`simulating failover on ${runs} seeds from ${baseSeed}`);
+  const report = runFailoverSeeds(baseSeed, runs, trace, (result) => {
+    if (values.verbose || result.failure !== undefined) console.log(formatFailoverResult(result));
+  });
+  console.log(formatFailoverSummary(report));
+  process.exitCode = report.failures.length > 0 ? 1 : 0;
+} else {
+  console.log(`simulating ${runs} seeds from ${baseSeed}`);
+  const report = runSeeds(baseSeed, runs, trace, (result) => {
+    if (values.verbose || result.failure !== undefined) console.log(formatResult(result));
+  });
+  console.log(formatSummary(report));
+  process.exitCode = report.failures.length > 0 ? 1 : 0;
+}

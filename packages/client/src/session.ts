@@ -166,6 +166,10 @@ export class Session {
     let next = preferred;
     let lastError: Error = cause;
     let failed: string | undefined;
+    /** Nodes that answered the resume with UNKNOWN_SESSION, and with NOT_PRIMARY, so far. */
+    const unknownAt = new Set<string>();
+    const standbyAt = new Set<string>();
+    let unknown: Error | undefined;
     while (Date.now() < deadline && !this.closedError) {
       // A redirect back to the node that just failed is stale (its peer cannot know yet).
       if (next === failed) next = undefined;
@@ -185,9 +189,22 @@ export class Session {
         drop(conn);
       } catch (e) {
         lastError = e as Error;
-        if (e instanceof SessionClosedError && FATAL.has(e.code)) break;
-        if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
+        const code = e instanceof SessionClosedError ? e.code : undefined;
+        if (code === ErrorCode.UNKNOWN_SESSION) {
+          // A primary of an older epoch (peer mode, split brain) does not know a session the
+          // other node serves: the session is lost only once no other node can serve it.
+          unknownAt.add(endpoint);
+          unknown = lastError;
+          failed = endpoint;
+        } else if (code !== undefined && FATAL.has(code)) break;
+        else if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
         else failed = endpoint;
+        if (e instanceof RedirectError && code === ErrorCode.NOT_PRIMARY) standbyAt.add(endpoint);
+        const lost = this.endpoints.every((x) => unknownAt.has(x) || standbyAt.has(x));
+        if (unknown !== undefined && lost) {
+          lastError = unknown;
+          break;
+        }
       }
       attempt++;
       // Failover happens on the scale of a lease: retry often, with jitter.

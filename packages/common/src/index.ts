@@ -4,6 +4,7 @@ export * from "./config/load.js";
 export * from "./config/schema.js";
 export * from "./core/entries.js";
 export * from "./core/etcd-lease.js";
+export * from "./core/failover.js";
 export * from "./core/lease.js";
 export * from "./core/log.js";
 export * from "./core/messages.js";

@@ -14,13 +14,18 @@ import {
   type Config,
   createClient,
   createMetrics,
+  discardedOnStepDown,
   type Holding,
+  initialRole,
   type Logger,
   mayAcquire,
   type NodeMetrics,
   type PeerChannel,
   peerChannel,
+  promotionEpoch,
   readTlsFiles,
+  standbyWithoutPrimary,
+  stepDownEpoch,
   systemClock,
   type TlsFiles,
   wire,
@@ -64,6 +69,8 @@ export class VgpuNode implements Supervisor {
   private readonly tls: TlsFiles | undefined;
   /** How this node dials its peer: mutual TLS naming peer.name, or plaintext. */
   private readonly peer: PeerChannel;
+  /** Peer mode: the standby's look for a primary (see watchForPrimary). */
+  private primaryWatch: NodeJS.Timeout | undefined;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -182,6 +189,10 @@ export class VgpuNode implements Supervisor {
     // primary redials and meets the real role.
     await this.role.stop("role decided");
     this.become(initial, initial === "primary" ? "cold_start" : "start");
+    if (config.role !== "standalone" && !this.arbiter) {
+      const everyMs = Math.max(1000, config.lease.durationMs * 2);
+      this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
+    }
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await this.ops.listen({ host: opsHost, port: opsPort });
     const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
@@ -212,12 +223,40 @@ export class VgpuNode implements Supervisor {
       return "standalone";
     }
     if (this.arbiter) return this.decideEtcdRole(this.arbiter);
-    const peer = await this.probePeer();
-    if (peer && peer.epoch > this.currentEpoch) this.setEpoch(peer.epoch);
-    if (peer?.role === "primary" || (peer?.role === "standby" && peer.replica)) return "standby";
-    if (config.role !== "primary") return "standby";
-    this.setEpoch(Math.max(this.currentEpoch, peer?.epoch ?? 0) + 1);
-    return "primary";
+    const decided = initialRole(config.role, this.currentEpoch, await this.probePeer());
+    if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
+    return decided.role;
+  }
+
+  /**
+   * Peer mode: a standby with no primary in sight — none has spoken to it, or the one it
+   * followed went silent and it may not take over — asks its peer and acts on the answer, so
+   * the pair does not stay without a primary when one of them can serve (see
+   * standbyWithoutPrimary). etcd mode leaves this to the leader key (mayAcquire).
+   */
+  private watchForPrimary(): void {
+    this.transition = this.transition.then(async () => {
+      const standby = this.role;
+      if (this.stopping || !(standby instanceof StandbyRole) || standby.primaryInSight()) return;
+      const peer = await this.probePeer();
+      if (this.role !== standby || standby.primaryInSight()) return;
+      const self = {
+        configured: this.config.role === "primary" ? "primary" : "standby",
+        epoch: this.currentEpoch,
+        holdsReplica: standby.holdsReplica,
+      } as const;
+      const decided = standbyWithoutPrimary(self, peer);
+      if (decided.action === "wait") return;
+      this.log.warn({ peer, decided }, "no primary in sight and the peer holds nothing");
+      if (decided.action === "takeOver") {
+        this.adoptEpoch(decided.epoch - 1);
+        void this.promote("recovery", true);
+        return;
+      }
+      this.setEpoch(decided.epoch);
+      await standby.stop("starting the pair");
+      this.become("primary", "cold_start");
+    });
   }
 
   /**
@@ -275,7 +314,13 @@ export class VgpuNode implements Supervisor {
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
           if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          resolve({ nodeId: res.nodeId, role, epoch: Number(res.epoch), replica: res.replica });
+          resolve({
+            nodeId: res.nodeId,
+            role,
+            epoch: Number(res.epoch),
+            replica: res.replica,
+            appliedSeq: Number(res.appliedSeq),
+          });
         });
       });
     } finally {
@@ -315,7 +360,7 @@ export class VgpuNode implements Supervisor {
       if (this.stopping || !(standby instanceof StandbyRole)) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
-      const epoch = etcdEpoch ?? Math.max(this.currentEpoch, standby.receiver.epoch) + 1;
+      const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
       this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
@@ -333,10 +378,8 @@ export class VgpuNode implements Supervisor {
       if (this.stopping || !(primary instanceof PrimaryRole) || primary.name !== "primary") return;
       // After a handover the states are equal: keep ours and stay a replica (no snapshot).
       const kept = primary.handedOver();
-      const discarded = kept
-        ? { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 }
-        : primary.soloWork();
-      this.setEpoch(Math.max(this.currentEpoch, theirEpoch));
+      const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
+      this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
       await this.arbiter?.resign(); // etcd mode: a standby holds no key
       this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
@@ -431,6 +474,7 @@ export class VgpuNode implements Supervisor {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    clearInterval(this.primaryWatch);
     this.log.info("node stopping");
     await this.transition;
     await this.role.stop("node shutting down");
@@ -477,5 +521,6 @@ export function splitHostPort(address: string): [string, number] {
 /** What a probed peer holds, for the etcd acquisition rule. */
 function holdingOf(peer: PeerView): Holding {
   if (peer.role === "primary") return "primary-state";
-  return peer.replica ? "granted-replica" : "nothing";
+  if (peer.replica) return "granted-replica";
+  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }

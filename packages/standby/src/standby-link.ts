@@ -27,6 +27,12 @@ export class StandbyLink {
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
+  /**
+   * Streams accepted and not yet live (no hello yet): close() must end them too, or one would
+   * become live on a stopped role — whose replica may already serve as a new primary's state.
+   */
+  private readonly pending = new Set<Link<StandbyMessage, PrimaryMessage>>();
+  private closed = false;
   /** Monotonic ms of the last message from a primary (undefined: none since start). */
   lastMessageMs: number | undefined;
 
@@ -65,8 +71,14 @@ export class StandbyLink {
   /** accept() over any transport (tests use an in-memory link). */
   acceptLink(link: Link<StandbyMessage, PrimaryMessage>): void {
     const { receiver, logger } = this;
+    if (this.closed) {
+      link.close("standby stopped");
+      return;
+    }
+    this.pending.add(link);
     link.onMessage((message) => {
       if (this.link !== link) {
+        this.pending.delete(link);
         const why = this.refusal(message);
         if (why !== null) {
           // Say why without letting the stranger's message change our state.
@@ -92,6 +104,7 @@ export class StandbyLink {
       this.onStep(message);
     });
     link.onClose((reason) => {
+      this.pending.delete(link);
       if (this.link === link) {
         this.link = undefined;
         receiver.disconnected();
@@ -124,7 +137,10 @@ export class StandbyLink {
     return null;
   }
 
+  /** Ends the live stream and any not yet live; later streams are refused. */
   close(reason: string): void {
+    this.closed = true;
+    for (const pending of [...this.pending]) pending.close(reason);
     this.link?.close(reason);
     this.link = undefined;
   }

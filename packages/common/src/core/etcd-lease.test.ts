@@ -1,7 +1,9 @@
 // Proves the etcd acquisition rule and lease arithmetic: only the node holding the newest
-// state (the record's primary with its state, or its granted replica) takes the key; when no
-// one can hold it the configured primary starts afresh; a silent peer the record names blocks
-// everyone; epochs grow past both the record's and the node's own; terms are validated.
+// state (the record's primary with its state, or the replica the record names, granted by
+// heartbeat yet or not) takes the key; when neither can hold it, an unnamed replica is the
+// best state left, and only when no node holds anything does the configured primary start
+// afresh; a silent peer the record names blocks everyone; epochs grow past both the record's
+// and the node's own; terms are validated.
 import { describe, expect, it } from "vitest";
 import {
   type AcquireView,
@@ -82,6 +84,57 @@ describe("mayAcquire", () => {
       { me: "a", mine: "nothing", configuredPrimary: true, peer: undefined },
       false,
       /may hold/,
+    ],
+    [
+      "the replica the record names takes over before the heartbeat's grant reached it",
+      { mine: "replica" },
+      5,
+      /granted replica/,
+    ],
+    [
+      "a restarted primary waits for the replica the record names, granted or not",
+      {
+        me: "a",
+        mine: "nothing",
+        configuredPrimary: true,
+        peer: { nodeId: "b", holds: "replica" },
+      },
+      false,
+      /waiting for b to take over/,
+    ],
+    [
+      "the best state left: an unnamed replica takes over when the primary answers empty",
+      {
+        record: { epoch: 4, primary: "a", replica: "" },
+        mine: "replica",
+        peer: { nodeId: "a", holds: "nothing" },
+      },
+      5,
+      /best state left/,
+    ],
+    [
+      "a node holding nothing never starts afresh over a peer's replica",
+      {
+        me: "a",
+        mine: "nothing",
+        configuredPrimary: true,
+        record: { epoch: 4, primary: "a", replica: "" },
+        peer: { nodeId: "b", holds: "replica" },
+      },
+      false,
+      /holds a replica/,
+    ],
+    [
+      "a restarted last primary never starts afresh before its peer answered",
+      {
+        me: "a",
+        mine: "nothing",
+        configuredPrimary: true,
+        record: { epoch: 4, primary: "a", replica: "" },
+        peer: undefined,
+      },
+      false,
+      /may hold a replica/,
     ],
     [
       "cold start: the configured primary",

@@ -73,8 +73,16 @@ export type Holding =
   | "primary-state"
   /** A standby replica holding its primary's sync grant. */
   | "granted-replica"
-  /** Nothing that is known to hold every acknowledged frame. */
+  /**
+   * A standby's complete replica its primary's heartbeats have not granted (yet): the grant
+   * follows the record's write, so a primary that died in between leaves its named standby
+   * with this.
+   */
+  | "replica"
+  /** Nothing: no state (a restarted node), or none complete. */
   | "nothing";
+
+const holdsReplica = (h: Holding | undefined) => h === "granted-replica" || h === "replica";
 
 export interface AcquireView {
   readonly me: string;
@@ -95,10 +103,14 @@ export type AcquireDecision =
 
 /**
  * Whether this node may try to take the leader key now. The node that may is the one holding
- * the newest state: the record's primary with its state intact, or the record's granted
- * replica. When neither can hold it any more (both answered and hold nothing), the state is
- * lost and the configured primary starts afresh; a silent peer that the record names might
- * still hold it, so then nobody acquires (an operator may force).
+ * the newest state: the record's primary with its state intact, or the replica the record
+ * names (granted by the record: the primary named it once it held every acknowledged frame
+ * and clears the name before releasing what it may lack — whether the heartbeat's grant
+ * reached it yet or not). When neither can hold it any more, the best state left wins: a
+ * replica the record does not name (what it lacks was acknowledged by a primary serving alone
+ * that lost its state) takes over, and a peer holding one is waited for; only when no node
+ * holds anything (the peer answered so) does the configured primary start afresh. A silent
+ * peer might still hold the state, so then nobody acquires (an operator may force).
  */
 export function mayAcquire(v: AcquireView): AcquireDecision {
   const epoch = Math.max(v.record?.epoch ?? 0, v.localEpoch) + 1;
@@ -112,7 +124,7 @@ export function mayAcquire(v: AcquireView): AcquireDecision {
   if (v.mine === "primary-state" && r.primary === v.me) {
     return { acquire: true, epoch, reason: "the last primary, with its state" };
   }
-  if (v.mine === "granted-replica" && r.replica === v.me) {
+  if (holdsReplica(v.mine) && r.replica === v.me) {
     return { acquire: true, epoch, reason: "the granted replica" };
   }
   const candidates = [r.primary, r.replica].filter((n) => n !== "" && n !== v.me);
@@ -120,10 +132,22 @@ export function mayAcquire(v: AcquireView): AcquireDecision {
     if (v.peer === undefined || v.peer.nodeId !== c) {
       return { acquire: false, reason: `waiting for ${c}, which may hold the newest state` };
     }
-    const holds = c === r.primary ? "primary-state" : "granted-replica";
-    if (v.peer.holds === holds) {
-      return { acquire: false, reason: `waiting for ${c} to take over` };
-    }
+    const holds = c === r.primary ? v.peer.holds === "primary-state" : holdsReplica(v.peer.holds);
+    if (holds) return { acquire: false, reason: `waiting for ${c} to take over` };
+  }
+  if (holdsReplica(v.mine)) {
+    return {
+      acquire: true,
+      epoch,
+      reason: "the best state left: a replica the record does not name",
+    };
+  }
+  if (holdsReplica(v.peer?.holds)) {
+    return { acquire: false, reason: `waiting for ${v.peer!.nodeId}, which holds a replica` };
+  }
+  if (v.peer === undefined) {
+    // The pair ran before: a peer that does not answer may hold a replica nobody named.
+    return { acquire: false, reason: "waiting for the peer, which may hold a replica" };
   }
   if (!v.configuredPrimary) {
     return {

@@ -65,13 +65,18 @@ export interface PrimaryLeaseStep {
   readonly lease: PrimaryLeaseState;
   /** When the lease was lost (the fenced period began), for the degraded rule. */
   readonly fencedSinceMs: number | undefined;
+  /** When the lease was last stepped (own clock): a long gap means this process was stopped. */
+  readonly steppedMs?: number | undefined;
 }
 
 /**
  * Peer mode: the primary's lease state at `nowMs`. Held while `nowMs < leaseEndMs` (see
  * `primaryLeaseEndMs`); lost, it is fenced; after a further whole lease without its peer it
  * serves alone (degraded) — by then a live peer that took over would have told it its higher
- * epoch. A degraded primary stays so until it holds the lease again.
+ * epoch. A degraded primary stays so until it holds the lease again. The caller steps the
+ * lease at least every half lease; a longer gap means this process itself was stopped
+ * (paused, starved): a peer that took over meanwhile had no chance to tell it (what it sent is
+ * still unread), so the fenced period starts again from the wake-up.
  */
 export function stepPeerLease(
   prev: PrimaryLeaseStep,
@@ -80,10 +85,62 @@ export function stepPeerLease(
   leaseMs: number,
 ): PrimaryLeaseStep {
   if (leaseEndMs !== undefined && nowMs < leaseEndMs) {
-    return { lease: "leased", fencedSinceMs: undefined };
+    return { lease: "leased", fencedSinceMs: undefined, steppedMs: nowMs };
   }
-  if (prev.lease === "degraded") return prev;
-  const since = prev.lease === "leased" ? nowMs : (prev.fencedSinceMs ?? nowMs);
-  if (nowMs - since >= leaseMs) return { lease: "degraded", fencedSinceMs: since };
-  return { lease: "fenced", fencedSinceMs: since };
+  if (prev.lease === "degraded") return { ...prev, steppedMs: nowMs };
+  const woke = prev.steppedMs !== undefined && nowMs - prev.steppedMs > leaseMs / 2;
+  const since = prev.lease === "leased" || woke ? nowMs : (prev.fencedSinceMs ?? nowMs);
+  const lease = nowMs - since >= leaseMs ? "degraded" : "fenced";
+  return { lease, fencedSinceMs: since, steppedMs: nowMs };
+}
+
+export interface GrantState {
+  /** The primary grants its standby (its heartbeats say so). */
+  readonly granted: boolean;
+  /**
+   * A revocation the standby may not have seen yet: the send time (µs, the primary's clock)
+   * at which it was revoked; a heartbeat sent after it must come back echoed first.
+   */
+  readonly revokedAtUs: number | undefined;
+}
+
+export const NO_GRANT: GrantState = { granted: false, revokedAtUs: undefined };
+export const GRANTED: GrantState = { granted: true, revokedAtUs: undefined };
+
+/**
+ * Whether replies must still be gated as if the standby held the grant: it does, or it may
+ * still believe so (a revocation not yet confirmed).
+ */
+export function grantBinds(g: GrantState): boolean {
+  return g.granted || g.revokedAtUs !== undefined;
+}
+
+/**
+ * The sync grant after a step of the primary. Revoked while it serves alone (degraded: it
+ * releases what the standby may lack; a live standby would have taken over or told it its
+ * epoch by then) and once a snapshot has replaced the standby's state (its first chunk
+ * acknowledged: no longer a replica). A snapshot's revocation binds the releases until the
+ * standby echoes a heartbeat sent after it: a heartbeat of the old grant still on its way
+ * could otherwise grant the state the snapshot installs, while the primary released what that
+ * state lacks. Given when `grantDue`.
+ */
+export function stepGrant(
+  prev: GrantState,
+  v: ReleaseView & {
+    readonly releasedSeq: number;
+    readonly snapshotChunksAcked: number;
+    /** Now, in µs of the primary's clock (heartbeats carry such send times). */
+    readonly nowUs: number;
+    /** The newest heartbeat send time the standby echoed. */
+    readonly echoedUs: number;
+  },
+): GrantState {
+  if (v.lease === "degraded") return NO_GRANT;
+  if (prev.granted) {
+    const replaced = v.link === "snapshot" && v.snapshotChunksAcked > 0;
+    return replaced ? { granted: false, revokedAtUs: v.nowUs } : prev;
+  }
+  if (grantDue(v)) return GRANTED;
+  if (prev.revokedAtUs !== undefined && v.echoedUs > prev.revokedAtUs) return NO_GRANT;
+  return prev;
 }

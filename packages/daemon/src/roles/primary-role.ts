@@ -4,13 +4,19 @@
 // further lease without reaching its peer serves alone (degraded). Meeting a primary of a
 // higher epoch, it steps down. Standalone: no peer, nothing to wait for.
 import {
+  type DiscardedWork,
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  GRANTED,
+  type GrantState,
+  grantBinds,
   grantDue,
   grpcLink,
   type Link,
   mayAcquire,
+  NO_GRANT,
+  otherPrimaryWins,
   type PrimaryMessage,
   primaryLeaseEndMs,
   RELEASE_ALL,
@@ -18,9 +24,15 @@ import {
   type ReplicationGauges,
   ReplicationLog,
   releasableSeq,
+  type SoloMark,
   type StandbyLinkState,
   type StandbyMessage,
+  soloMarkAt,
+  soloWork,
+  stepGrant,
   stepPeerLease,
+  stepSoloMark,
+  type WorkCounters,
   type wire,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
@@ -74,19 +86,19 @@ export class PrimaryRole implements Role {
   private lastMmio = { storesSeen: 0, pageBatches: 0, pagesShipped: 0, bytesShipped: 0 };
   lease: LeaseState;
   private fencedSinceMs: number | undefined;
+  /** When the lease was last stepped: stepPeerLease notices this process was stopped. */
+  private leaseSteppedMs: number | undefined;
   /** The highest seq a standby of this epoch confirmed applied. */
   private confirmedSeq = 0;
-  /** Whether the standby holds the sync grant (core/release.ts). */
-  private granted = false;
+  /** The standby's sync grant (core/release.ts; etcd mode: whether the record names it). */
+  private grant: GrantState = NO_GRANT;
   /** etcd mode: a request to etcd is under way (one at a time). */
   private etcdBusy = false;
   private etcdLastTryMs = Number.NEGATIVE_INFINITY;
   /** A planned switchover in progress: guests paused, handover sent at this seq. */
   private handingOver: { lastSeq: number; digest: string; done: () => void } | undefined;
   /** Where solo work began (degraded): what a step-down discards. */
-  private solo:
-    | { fromSeq: number; frames: number; acknowledged: number; sessions: number }
-    | undefined;
+  private solo: SoloMark | undefined;
 
   private readonly promoted: boolean;
   /** The standby accepted a handover: guests go to it from now on. */
@@ -174,7 +186,7 @@ export class PrimaryRole implements Role {
       // this node serves at once, alone until its new standby (the old primary) rejoins.
       this.lease = "degraded";
       this.confirmedSeq = this.log.lastSeq;
-      this.markSolo();
+      this.solo = soloMarkAt(this.confirmedSeq, this.workCounters());
     }
     if (this.deps.arbiter) this.deps.arbiter.onLost = () => this.checkLease();
     this.client.start();
@@ -215,20 +227,19 @@ export class PrimaryRole implements Role {
     const { logger } = this.deps;
     const before = this.lease;
     const step = stepPeerLease(
-      { lease: this.lease, fencedSinceMs: this.fencedSinceMs },
+      { lease: this.lease, fencedSinceMs: this.fencedSinceMs, steppedMs: this.leaseSteppedMs },
       now,
       sender.ackedHeartbeatUs > 0 ? this.leaseEndMs() : undefined,
       this.deps.config.lease.durationMs,
     );
     this.lease = step.lease;
     this.fencedSinceMs = step.fencedSinceMs;
-    if (this.lease === "leased") this.solo = undefined;
-    else if (!this.solo) this.markSolo();
+    this.leaseSteppedMs = step.steppedMs;
+    this.solo = stepSoloMark(this.lease, this.solo, this.confirmedSeq, this.workCounters());
     if (this.deps.arbiter) {
       this.etcdTick(now, this.deps.arbiter);
     } else {
       // Serving alone: the standby's grant is revoked before anything it lacks goes out.
-      if (this.lease === "degraded") this.setGrant(false);
       this.updateGrant();
     }
     if (before !== this.lease) {
@@ -260,7 +271,7 @@ export class PrimaryRole implements Role {
       mode: this.deps.config.replication.mode,
       lease,
       link,
-      granted: this.granted,
+      granted: grantBinds(this.grant),
       appliedSeq: sender.appliedSeq,
       confirmedSeq: this.confirmedSeq,
     };
@@ -268,27 +279,27 @@ export class PrimaryRole implements Role {
 
   /**
    * Grants the standby once it has everything released; revokes the grant once a snapshot
-   * has replaced its state (its first chunk acknowledged: it is no longer a replica).
+   * has replaced its state (its first chunk acknowledged: it is no longer a replica) or while
+   * serving alone (see stepGrant).
    */
   private updateGrant(): void {
     const sender = this.sender!;
-    if (
-      this.granted &&
-      sender.state === "snapshot" &&
-      (sender.snapshotProgress?.chunksAcked ?? 0) > 0
-    ) {
-      this.setGrant(false);
-    } else if (
-      !this.granted &&
-      grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
-    ) {
-      this.setGrant(true);
-    }
+    this.setGrant(
+      stepGrant(this.grant, {
+        ...this.releaseView(),
+        releasedSeq: this.guests.releasedSeq,
+        snapshotChunksAcked: sender.snapshotProgress?.chunksAcked ?? 0,
+        nowUs: Math.round(this.deps.clock.monotonicMs() * 1000),
+        echoedUs: sender.ackedHeartbeatUs,
+      }),
+    );
   }
 
-  private setGrant(granted: boolean): void {
-    if (granted === this.granted) return;
-    this.granted = granted;
+  private setGrant(grant: GrantState): void {
+    const granted = grant.granted;
+    const changed = granted !== this.grant.granted;
+    this.grant = grant;
+    if (!changed) return;
     this.sender!.syncGrant = granted;
     this.deps.logger.info(
       { seq: this.log.lastSeq, appliedSeq: this.sender!.appliedSeq },
@@ -317,24 +328,36 @@ export class PrimaryRole implements Role {
     if (now >= arbiter.leaseEndMs()) return; // fenced until a keepalive is answered
     const epoch = this.deps.supervisor.epoch();
     const replaced = sender.state === "snapshot" && (sender.snapshotProgress?.chunksAcked ?? 0) > 0;
-    if (this.granted && (this.lease !== "leased" || replaced)) {
+    if (this.grant.granted && (this.lease !== "leased" || replaced)) {
       sender.syncGrant = false;
       this.etcdRun(async () => {
         if (!(await arbiter.setReplica(epoch, ""))) return;
-        this.granted = false;
+        this.grant = NO_GRANT;
         logger.error({ seq: this.log.lastSeq }, "etcd: standby no longer named: serving alone");
         this.guests.release();
       });
     } else if (
-      !this.granted &&
+      !this.grant.granted &&
       this.lease === "leased" && // heartbeats answered: a link that only seems up does not count
       grantDue({ ...this.releaseView(), releasedSeq: this.guests.releasedSeq })
     ) {
-      this.granted = true; // from now on only what the standby confirms goes out
+      this.grant = GRANTED; // from now on only what the standby confirms goes out
       this.etcdRun(() => this.nameStandby(arbiter, epoch));
-    } else if (this.granted && !sender.syncGrant && this.lease === "leased") {
+    } else if (this.grant.granted && !sender.syncGrant && this.lease === "leased") {
       this.etcdRun(() => this.nameStandby(arbiter, epoch)); // an earlier write failed
     }
+  }
+
+  /**
+   * etcd mode, a handover accepted: the standby holds everything (guests are held), so name it
+   * in the record — a lapse during the handover may have cleared the name — then give the key
+   * up for it. If etcd refuses, keep the key: the switchover times out and this node serves on.
+   */
+  private async handKeyOver(arbiter: EtcdArbiter): Promise<void> {
+    if (!(await arbiter.setReplica(this.deps.supervisor.epoch(), this.deps.config.peer.name))) {
+      return;
+    }
+    await arbiter.resign();
   }
 
   private async nameStandby(arbiter: EtcdArbiter, epoch: number): Promise<void> {
@@ -361,7 +384,7 @@ export class PrimaryRole implements Role {
     if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
     supervisor.adoptEpoch(decision.epoch);
     this.sender!.epoch = decision.epoch;
-    this.granted = false;
+    this.grant = NO_GRANT;
     this.sender!.syncGrant = false;
     logger.warn({ seq: this.log.lastSeq, epoch: decision.epoch }, "etcd: took the key back");
     this.guests.release();
@@ -384,30 +407,17 @@ export class PrimaryRole implements Role {
   }
 
   /**
-   * Work from here on may be discarded if a peer took over: the entries after the last seq a
-   * standby confirmed, and the frames and sessions applied since the lease was lost (their
-   * replies go out if this node ends up serving alone).
+   * Work since the solo mark may be discarded if a peer took over: the entries after the last
+   * seq a standby confirmed, and the frames and sessions applied since the lease was lost
+   * (their replies go out if this node ends up serving alone).
    */
-  private markSolo(): void {
-    this.solo = {
-      fromSeq: this.confirmedSeq,
-      frames: this.guests.applied.frames,
-      acknowledged: this.guests.applied.acknowledged,
-      sessions: this.guests.applied.sessions,
-    };
+  private workCounters(): WorkCounters {
+    return { lastSeq: this.log.lastSeq, ...this.guests.applied };
   }
 
   /** What stepping down now would throw away. */
-  soloWork(): { entries: number; frames: number; acknowledgedFrames: number; sessions: number } {
-    const s = this.solo;
-    if (!s) return { entries: 0, frames: 0, acknowledgedFrames: 0, sessions: 0 };
-    return {
-      entries: this.log.lastSeq - s.fromSeq,
-      frames: this.guests.applied.frames - s.frames,
-      // Replies held while fenced go out only if the node ends up degraded (serving alone).
-      acknowledgedFrames: this.guests.applied.acknowledged - s.acknowledged,
-      sessions: this.guests.applied.sessions - s.sessions,
-    };
+  soloWork(): DiscardedWork {
+    return soloWork(this.solo, this.workCounters());
   }
 
   /** Another primary dials us: the lower epoch steps down. */
@@ -421,8 +431,8 @@ export class PrimaryRole implements Role {
     link.onMessage((m: PrimaryMessage) => {
       if (m.kind !== "hello") return;
       const theirs = m.epoch;
-      const theyWin = theirs > mine || (theirs === mine && m.nodeId < this.deps.config.nodeId);
-      if (theyWin) {
+      const self = { epoch: mine, nodeId: this.deps.config.nodeId };
+      if (otherPrimaryWins(self, m)) {
         link.close("stepping down");
         this.deps.supervisor.stepDown(theirs, `met primary ${m.nodeId} of epoch ${theirs}`);
       } else {
@@ -561,7 +571,7 @@ export class PrimaryRole implements Role {
         this.handedOff = true;
         this.guests.endAll("switchover: the standby is taking over");
         // etcd mode: the standby takes over only by taking the key: give it up.
-        void this.deps.arbiter?.resign();
+        if (this.deps.arbiter) this.etcdRun(() => this.handKeyOver(this.deps.arbiter!));
         break;
     }
   }
@@ -590,7 +600,9 @@ export class PrimaryRole implements Role {
       this.client!.pumpNow();
       const early = computeDigest(this.backend).state;
       const deadline = started + timeoutMs;
-      while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0) {
+      // etcd mode: the standby takes over only by the record naming it: wait until it does.
+      const unnamed = () => this.deps.arbiter !== undefined && !sender.syncGrant;
+      while (sender.appliedSeq < this.log.lastSeq || this.guests.heldReplies > 0 || unnamed()) {
         if (this.deps.clock.monotonicMs() > deadline || !sender.inSync) {
           throw new Error(
             `standby at ${sender.appliedSeq} of ${this.log.lastSeq}: not handing over`,
@@ -611,6 +623,10 @@ export class PrimaryRole implements Role {
       return { seq: lastSeq, digest, pauseMs: this.deps.clock.monotonicMs() - started };
     } catch (e) {
       this.handingOver = undefined;
+      sender.cancelHandover();
+      // etcd mode: a standby that accepted but did not get the key cannot serve; the key
+      // decides, so guests may come back. (Peer mode: it took over; its dial steps us down.)
+      if (this.deps.arbiter) this.handedOff = false;
       this.guests.setPaused(false);
       throw e;
     }
@@ -701,7 +717,7 @@ export class PrimaryRole implements Role {
   private leaseState(): "alone" | "leased" | "fenced" | "degraded" {
     if (!this.deps.arbiter || !this.sender) return this.lease;
     if (this.releaseView().lease === "fenced") return "fenced";
-    return this.granted || this.sender.state === "streaming" ? "leased" : "degraded";
+    return this.grant.granted || this.sender.state === "streaming" ? "leased" : "degraded";
   }
 
   readiness() {
@@ -724,7 +740,7 @@ export class PrimaryRole implements Role {
             mode: config.lease.mode,
             state: this.leaseState(),
             remainingSeconds: r.leaseRemainingSeconds,
-            standbyGranted: this.granted,
+            standbyGranted: this.grant.granted,
             ...(this.deps.arbiter ? { etcdKeyHeld: this.deps.arbiter.holding } : {}),
           }
         : null,

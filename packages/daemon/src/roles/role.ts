@@ -49,6 +49,8 @@ export interface PeerView {
   readonly epoch: number;
   /** A standby: an eligible replica (holds the sync grant). */
   readonly replica: boolean;
+  /** The last seq its state holds (0: it holds nothing). */
+  readonly appliedSeq: number;
 }
 
 export interface RoleDeps {

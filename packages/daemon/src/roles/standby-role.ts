@@ -6,7 +6,7 @@ import {
   type AcquireDecision,
   mayAcquire,
   type ReplicationGauges,
-  standbyLeaseExpired,
+  watchStandbyLease,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
@@ -118,33 +118,33 @@ export class StandbyRole implements Role {
 
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
-    const now = this.deps.clock.monotonicMs();
     const t = this.deps.config.lease;
-    const sinceWatch = this.lastWatchMs === undefined ? 0 : now - this.lastWatchMs;
-    this.lastWatchMs = now;
-    // This process itself was stopped (paused, starved): what the primary sent meanwhile is
-    // still unread in the socket. Judge the lease only from after waking.
-    if (sinceWatch > t.durationMs / 2 && this.link.lastMessageMs !== undefined) {
-      this.link.lastMessageMs = Math.max(this.link.lastMessageMs, now);
-      return;
-    }
+    const now = this.deps.clock.monotonicMs();
+    // A gap since the last look means this process itself was stopped: see watchStandbyLease.
+    const { watch, verdict } = watchStandbyLease(
+      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.link.lastMessageMs },
+      now,
+      {
+        leaseMs: t.durationMs,
+        heartbeatMs: t.heartbeatMs,
+        driftMarginMs: t.driftMarginMs,
+        maxDriftRatio: t.maxDriftRatio,
+      },
+      this.receiver.eligible,
+    );
+    this.lastWatchMs = watch.lastWatchMs;
+    this.link.lastMessageMs = watch.lastMessageMs;
+    if (verdict === "woke") return;
     if (this.deps.arbiter) {
       this.watchEtcd(now);
       return;
     }
-    const last = this.link.lastMessageMs;
-    if (this.promoting || last === undefined) return;
-    const expired = standbyLeaseExpired(now, last, {
-      leaseMs: t.durationMs,
-      heartbeatMs: t.heartbeatMs,
-      driftMarginMs: t.driftMarginMs,
-      maxDriftRatio: t.maxDriftRatio,
-    });
-    if (!expired) {
+    if (verdict === "no-primary" || this.promoting) return;
+    if (verdict === "live") {
       this.ineligibleLogged = false;
       return;
     }
-    if (!this.receiver.eligible) {
+    if (verdict === "ineligible") {
       if (!this.ineligibleLogged) {
         this.ineligibleLogged = true;
         this.deps.logger.error(
@@ -192,7 +192,11 @@ export class StandbyRole implements Role {
         configuredPrimary: config.role === "primary",
         leaderPresent: false,
         record: view.record,
-        mine: this.receiver.eligible ? "granted-replica" : "nothing",
+        mine: this.receiver.eligible
+          ? "granted-replica"
+          : this.holdsReplica
+            ? "replica"
+            : "nothing",
         peer,
         localEpoch: supervisor.epoch(),
       });
@@ -238,6 +242,24 @@ export class StandbyRole implements Role {
       backend: new Backend(backendOptions(this.deps.config, false)),
       lastSeq: this.receiver.appliedSeq,
     };
+  }
+
+  /** A primary has spoken to this standby within the lease. */
+  primaryInSight(): boolean {
+    const last = this.link.lastMessageMs;
+    return (
+      last !== undefined && this.deps.clock.monotonicMs() - last < this.deps.config.lease.durationMs
+    );
+  }
+
+  /**
+   * This standby holds a replica (granted or not) with something in it — during a snapshot,
+   * the one being replaced, intact until the snapshot completes.
+   */
+  get holdsReplica(): boolean {
+    const r = this.receiver;
+    const whole = r.state === "replica" || r.state === "snapshot";
+    return whole && r.backend !== undefined && r.appliedSeq > 0;
   }
 
   /** Why this standby may not take over, or undefined when it may. */

@@ -143,6 +143,7 @@ export class Sender {
     this.state = "disconnected";
     this.appliedSeq = 0;
     this.pendingHello = false;
+    if (this.pendingHandover) this.pendingHandover.sentMs = undefined; // again on the next stream
   }
 
   /** The seq below which the log may drop entries (beyond its retention). */
@@ -221,7 +222,10 @@ export class Sender {
 
   private onAck(ack: Extract<StandbyMessage, { kind: "ack" }>, nowMs: number): void {
     if (ack.heartbeatSentUs > this.ackedHeartbeatUs) this.ackedHeartbeatUs = ack.heartbeatSentUs;
-    if (ack.handoverAccepted) this.events.push({ kind: "handoverAccepted" });
+    if (ack.handoverAccepted) {
+      this.pendingHandover = undefined;
+      this.events.push({ kind: "handoverAccepted" });
+    }
     for (const c of ack.checkpoints) this.events.push({ kind: "checkpoint", ...c });
     const s = this.snapshot;
     if (this.state === "snapshot" && s) {
@@ -300,11 +304,23 @@ export class Sender {
     this.snapshot = undefined;
   }
 
-  private pendingHandover: { lastSeq: number; digest: string } | undefined;
+  /**
+   * A handover to send, until the standby says it accepted it: sent again on a new stream or
+   * when no acceptance came within retransmitMs (a lost handover would stall the guests, who
+   * are held, for the whole switchover timeout).
+   */
+  private pendingHandover:
+    | { lastSeq: number; digest: string; sentMs: number | undefined }
+    | undefined;
 
   /** Queues a handover (planned switchover); the caller has stopped taking frames. */
   handover(digest: string): void {
-    this.pendingHandover = { lastSeq: this.log.lastSeq, digest };
+    this.pendingHandover = { lastSeq: this.log.lastSeq, digest, sentMs: undefined };
+  }
+
+  /** The switchover was given up: send no (more) handover. */
+  cancelHandover(): void {
+    this.pendingHandover = undefined;
   }
 
   /** What to send now. */
@@ -328,9 +344,13 @@ export class Sender {
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
     else if (this.state === "streaming") this.pollEntries(nowMs, out);
-    if (this.pendingHandover && this.state === "streaming" && this.sentSeq === this.log.lastSeq) {
-      out.push({ kind: "handover", epoch: this.epoch, ...this.pendingHandover });
-      this.pendingHandover = undefined;
+    const h = this.pendingHandover;
+    const due = h && (h.sentMs === undefined || nowMs - h.sentMs > this.options.retransmitMs);
+    if (h && due && this.state === "streaming" && this.sentSeq === this.log.lastSeq) {
+      out.push({ kind: "handover", epoch: this.epoch, lastSeq: h.lastSeq, digest: h.digest });
+      h.sentMs = nowMs;
+      // An announcement (empty digest) is a hint, not awaited: sent once.
+      if (h.digest === "") this.pendingHandover = undefined;
     }
     if (this.state !== "hello" && nowMs - this.lastHeartbeatMs >= this.options.heartbeatMs) {
       this.lastHeartbeatMs = nowMs;

@@ -1,6 +1,7 @@
 // Proves the standby's eligibility follows the primary's sync grant: a replica is eligible
-// only while its primary's heartbeats grant it (or a handover made it an exact copy), and it
-// loses the grant on revocation, on a newer epoch, on divergence and when a snapshot starts.
+// only while its primary's newest heartbeat grants it (or a handover made it an exact copy),
+// and it loses the grant on revocation, on a newer epoch, on divergence and when a snapshot
+// starts; a late copy of an older heartbeat changes nothing.
 import type { PrimaryMessage } from "@vgpu-ha/common";
 import { Backend, type BackendOptions, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
@@ -26,10 +27,10 @@ function replica(epoch = 3): Receiver {
   return r;
 }
 
-const hb = (syncReplica: boolean, epoch = 3): PrimaryMessage => ({
+const hb = (syncReplica: boolean, epoch = 3, sentUs = 1000): PrimaryMessage => ({
   kind: "heartbeat",
   epoch,
-  sentUs: 1000,
+  sentUs,
   lastSeq: 0,
   syncReplica,
 });
@@ -58,6 +59,25 @@ describe("the sync grant", () => {
     const r = replica(5);
     r.step(hb(true, 4));
     expect(r.eligible).toBe(false);
+  });
+
+  it("a late copy of an older heartbeat does not bring a revoked grant back", () => {
+    const r = replica();
+    r.step(hb(true, 3, 1000));
+    r.step(hb(false, 3, 2000));
+    r.step(hb(true, 3, 1000)); // reordered or duplicated
+    expect(r.eligible).toBe(false);
+    expect(r.ack().heartbeatSentUs).toBe(2000);
+    r.step(hb(true, 3, 3000));
+    expect(r.eligible).toBe(true);
+  });
+
+  it("a new primary's heartbeats count on its own clock", () => {
+    const r = replica();
+    r.step(hb(true, 3, 900_000));
+    r.step(hb(true, 4, 1000));
+    expect(r.eligible).toBe(true);
+    expect(r.ack().heartbeatSentUs).toBe(1000);
   });
 
   it("the first chunk of a snapshot ends the grant", () => {

@@ -129,12 +129,18 @@ export class Receiver {
         },
       ];
     }
-    if (message.epoch > this.epoch) this.granted = false; // a new primary grants anew
+    if (message.epoch > this.epoch) {
+      this.granted = false; // a new primary grants anew, on its own clock
+      this.lastHeartbeatUs = 0;
+    }
     this.epoch = message.epoch;
     switch (message.kind) {
       case "hello":
         return [this.hello()]; // the primary repeats its hello until it hears ours
       case "heartbeat":
+        // An older heartbeat (a late copy) says nothing new: its grant may have been revoked
+        // since. Only the newest decides, and acks echo the newest.
+        if (message.sentUs < this.lastHeartbeatUs) return [this.ack()];
         this.lastHeartbeatUs = message.sentUs;
         this.granted = message.syncReplica && this.state === "replica";
         return [this.ack()];
