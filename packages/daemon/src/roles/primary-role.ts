@@ -101,6 +101,7 @@ export class PrimaryRole implements Role {
   private solo: SoloMark | undefined;
 
   private readonly promoted: boolean;
+  private digestWarm = false;
   /** The standby accepted a handover: guests go to it from now on. */
   private handedOff = false;
 
@@ -223,6 +224,7 @@ export class PrimaryRole implements Role {
   private checkLease(): void {
     const sender = this.sender;
     if (!sender || this.stopping || this.lease === "alone") return;
+    this.warmDigest();
     const now = this.deps.clock.monotonicMs();
     const { logger } = this.deps;
     const before = this.lease;
@@ -397,6 +399,19 @@ export class PrimaryRole implements Role {
       .finally(() => {
         this.etcdBusy = false;
       });
+  }
+
+  /**
+   * Once a standby is granted (a switchover becomes possible), computes the state digest once
+   * off the switchover's path: its first run in a process is several times slower (code not
+   * yet compiled), and a switchover's pause waits for one.
+   */
+  private warmDigest(): void {
+    if (this.digestWarm || !this.grant.granted) return;
+    this.digestWarm = true;
+    setImmediate(() => {
+      if (!this.stopping) computeDigest(this.backend);
+    });
   }
 
   /** Which replies may go out now (see GuestServiceDeps.replicatedSeq). */
