@@ -4,8 +4,8 @@
 // not idempotent); the paused primary steps down when it wakes and rejoins; a killed standby
 // leaves the primary degraded until it rejoins; replicas verify equal afterwards.
 import { afterEach, describe, expect, it } from "vitest";
-import { CountingGuest } from "../support/counting-guest.js";
-import { ADMIN, FailoverPair, GUEST } from "../support/failover-pair.js";
+import type { CountingGuest } from "../support/counting-guest.js";
+import { ADMIN, FailoverPair, startGuests, stopAndCheckGuests } from "../support/failover-pair.js";
 import { metrics, sleep, status, verify, waitFor } from "../support/ops-client.js";
 
 let pair: FailoverPair | undefined;
@@ -22,27 +22,15 @@ async function streaming(p: FailoverPair, primary: "a" | "b") {
   );
 }
 
-async function guests(p: FailoverPair, n: number): Promise<CountingGuest[]> {
-  const gs = await Promise.all(
-    Array.from({ length: n }, () => CountingGuest.open(p.endpoints, GUEST.tenant, GUEST.token)),
-  );
-  for (const g of gs) g.start();
-  return gs;
-}
-
 async function stopAndCheck(gs: CountingGuest[]) {
-  await Promise.all(gs.map((g) => g.stop()));
-  for (const g of gs) {
-    const seen = await g.check();
-    expect(seen.increments).toBeGreaterThan(0);
-  }
+  for (const increments of await stopAndCheckGuests(gs)) expect(increments).toBeGreaterThan(0);
 }
 
 describe("failover", () => {
   it("SIGKILL of the primary: the standby takes over, guests resume exactly once, the old primary rejoins", async () => {
     pair = await FailoverPair.create();
     await streaming(pair, "a");
-    const gs = await guests(pair, 3);
+    const gs = await startGuests(pair, 3);
     await sleep(700);
     pair.node("a").process.kill("SIGKILL");
     await waitFor("b promoted", async () => (await status(pair!.node("b"))).role === "primary", {
@@ -77,7 +65,7 @@ describe("failover", () => {
   it("SIGSTOP of the primary past the lease: takeover; on SIGCONT it steps down having acknowledged nothing alone", async () => {
     pair = await FailoverPair.create();
     await streaming(pair, "a");
-    const gs = await guests(pair, 2);
+    const gs = await startGuests(pair, 2);
     await sleep(500);
     const a = pair.node("a");
     process.kill(a.pid, "SIGSTOP");
@@ -115,7 +103,7 @@ describe("failover", () => {
   it("SIGKILL of the standby: the primary serves degraded, then the restarted standby resyncs", async () => {
     pair = await FailoverPair.create();
     await streaming(pair, "a");
-    const gs = await guests(pair, 2);
+    const gs = await startGuests(pair, 2);
     await sleep(300);
     pair.node("b").process.kill("SIGKILL");
     await waitFor("a degraded", async () => (await status(pair!.node("a"))).degraded === true, {
@@ -145,7 +133,7 @@ describe("failover", () => {
   it("switchover under load: the standby takes over without a snapshot, nothing lost or repeated", async () => {
     pair = await FailoverPair.create();
     await streaming(pair, "a");
-    const gs = await guests(pair, 3);
+    const gs = await startGuests(pair, 3);
     await sleep(500);
     const snapshotsBefore = (await metrics(pair.node("a"))).get("vgpu_snapshots_total", {
       event: "started",

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode } from "@vgpu-ha/daemon";
+import { CountingGuest } from "./counting-guest.js";
 import { spawnTracked } from "./temp-node.js";
 
 export const ADMIN = "failover-admin-token-0001";
@@ -76,4 +77,24 @@ export class FailoverPair {
     }
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** `n` counting guests on the pair's endpoints, started. */
+export async function startGuests(p: FailoverPair, n: number): Promise<CountingGuest[]> {
+  const gs = await Promise.all(
+    Array.from({ length: n }, () => CountingGuest.open(p.endpoints, GUEST.tenant, GUEST.token)),
+  );
+  for (const g of gs) g.start();
+  return gs;
+}
+
+/**
+ * Stops the guests and checks each against the node's state (throws on a lost or repeated
+ * frame); returns the increments each saw acknowledged.
+ */
+export async function stopAndCheckGuests(gs: CountingGuest[]): Promise<number[]> {
+  await Promise.all(gs.map((g) => g.stop()));
+  const seen: number[] = [];
+  for (const g of gs) seen.push((await g.check()).increments);
+  return seen;
 }

@@ -5,10 +5,10 @@
 // promotes no one (the primary serves alone, its standby no longer named); and with etcd
 // stopped the primary acknowledges nothing from its lease's TTL on (it fences itself first).
 import { afterEach, describe, expect, it } from "vitest";
-import { CountingGuest } from "../support/counting-guest.js";
+import type { CountingGuest } from "../support/counting-guest.js";
 import { type EtcdServer, startEtcd } from "../support/etcd.js";
 import { requireBinary } from "../support/external.js";
-import { ADMIN, FailoverPair, GUEST } from "../support/failover-pair.js";
+import { ADMIN, FailoverPair, startGuests, stopAndCheckGuests } from "../support/failover-pair.js";
 import { metrics, sleep, status, verify, waitFor } from "../support/ops-client.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 
@@ -72,17 +72,8 @@ async function etcdPair(options: { proxied?: boolean } = {}): Promise<FailoverPa
   return p;
 }
 
-async function guests(p: FailoverPair, n: number): Promise<CountingGuest[]> {
-  const gs = await Promise.all(
-    Array.from({ length: n }, () => CountingGuest.open(p.endpoints, GUEST.tenant, GUEST.token)),
-  );
-  for (const g of gs) g.start();
-  return gs;
-}
-
 async function stopAndCheck(gs: CountingGuest[]) {
-  await Promise.all(gs.map((g) => g.stop()));
-  for (const g of gs) expect((await g.check()).increments).toBeGreaterThan(0);
+  for (const increments of await stopAndCheckGuests(gs)) expect(increments).toBeGreaterThan(0);
 }
 
 describe.skipIf(!etcdBinary)("etcd lease", () => {
@@ -90,7 +81,7 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
     pair = await etcdPair();
     expect(await record(etcd!)).toEqual({ epoch: 1, primary: "a", replica: "b" });
     expect((await status(pair.node("a"))).epoch).toBe(1);
-    const gs = await guests(pair, 3);
+    const gs = await startGuests(pair, 3);
     await sleep(700);
     pair.node("a").process.kill("SIGKILL");
     await waitFor("b promoted", async () => (await status(pair!.node("b"))).role === "primary", {
@@ -122,7 +113,7 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
 
   it("a cut link between the nodes promotes no one: the primary serves alone", async () => {
     pair = await etcdPair({ proxied: true });
-    const gs = await guests(pair, 2);
+    const gs = await startGuests(pair, 2);
     await sleep(300);
     for (const p of proxies) {
       p.proxy.setTarget(undefined);
@@ -168,7 +159,7 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
 
   it("switchover hands the key over: the standby takes it, no snapshot, nothing lost", async () => {
     pair = await etcdPair();
-    const gs = await guests(pair, 2);
+    const gs = await startGuests(pair, 2);
     await sleep(400);
     const res = await fetch(`${pair.node("a").ops}/v1/switchover`, {
       method: "POST",
@@ -200,7 +191,7 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
 
   it("with etcd stopped, the primary stops acknowledging before its TTL runs out", async () => {
     pair = await etcdPair();
-    const gs = await guests(pair, 2);
+    const gs = await startGuests(pair, 2);
     await sleep(500);
     const pausedAt = performance.now();
     etcd!.pause();
