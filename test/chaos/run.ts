@@ -131,7 +131,9 @@ async function chaos(
     },
     cleanup,
   );
-  const leaseMs = 500; // the nodes run the product's default lease
+  // The lease that decides when the primary is replaced: the product's default peer lease, or
+  // in etcd mode the etcd lease's default TTL (a pause shorter than it is no failover there).
+  const leaseMs = o.lease === "etcd" ? 2000 : 500;
   const plan = planFaults(o.seed, o.faults, Math.ceil(o.durationS / 2) + 4, leaseMs);
   log(`chaos: ${replayCommand(o)}`);
   log(`hosts: ${hostsLine}`);
