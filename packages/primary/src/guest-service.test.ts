@@ -273,7 +273,9 @@ describe("fairness between tenants", () => {
       { length: 1000 },
       () => ({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data }) as Call,
     );
-    heavy.stream.send(frames(3, backlog));
+    // 40 messages of 25 frames: more queued than a stream may have before it is not read.
+    for (let i = 0; i < 40; i++)
+      heavy.stream.send(frames(3 + 25 * i, backlog.slice(25 * i, 25 * (i + 1))));
     light.stream.send(frames(2, [{ op: "fence", context: 2 }]));
     // The light tenant's frame is answered within a turn or two; the backlog is far from done.
     await new Promise((r) => setImmediate(r));
