@@ -732,7 +732,9 @@ export class PrimaryRole implements Role {
   private leaseState(): "alone" | "leased" | "fenced" | "degraded" {
     if (!this.deps.arbiter || !this.sender) return this.lease;
     if (this.releaseView().lease === "fenced") return "fenced";
-    return this.grant.granted || this.sender.state === "streaming" ? "leased" : "degraded";
+    // Without a named standby no failover is possible: degraded, even while the stream looks
+    // up (a blackholed TCP connection stays "streaming" for seconds after a partition heals).
+    return this.grant.granted ? "leased" : "degraded";
   }
 
   readiness() {
