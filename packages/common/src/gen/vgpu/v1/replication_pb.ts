@@ -145,6 +145,8 @@ export const PrimaryMessageSchema: GenMessage<PrimaryMessage> = /*@__PURE__*/
  * Planned switchover: the primary has stopped taking frames and the standby has applied
  * everything up to last_seq; the standby checks its digest equals this one and takes over at
  * once. The old primary then becomes its standby with the same state (no snapshot).
+ * An empty digest announces the handover at last_seq: the standby computes its own digest
+ * there while the primary computes its own, so the two run side by side.
  *
  * @generated from message vgpu.v1.Handover
  */
