@@ -1,11 +1,12 @@
 // A real single-member etcd on loopback ports with a temporary data dir, for tests and the
 // chaos harness. stop() kills it and removes the dir; an exit guard kills it if the run ends
 // without stopping it.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "@vgpu-ha/daemon";
+import { startServerProcess } from "./server-process.js";
 
 export interface EtcdServer {
   /** Client URL, e.g. http://127.0.0.1:23791 */
@@ -18,11 +19,6 @@ export interface EtcdServer {
   resume(): void;
   stop(): Promise<void>;
 }
-
-const live = new Set<ChildProcess>();
-process.on("exit", () => {
-  for (const p of live) p.kill("SIGKILL");
-});
 
 /**
  * `hosts`: more addresses to serve clients on, besides 127.0.0.1 (the chaos harness's nodes in
@@ -38,9 +34,10 @@ export async function startEtcd(
   const endpoint = `http://127.0.0.1:${clientPort}`;
   const endpoints = [endpoint, ...(options.hosts ?? []).map((h) => `http://${h}:${clientPort}`)];
   const peer = `http://127.0.0.1:${peerPort}`;
-  const child = spawn(
+  const server = await startServerProcess({
+    name: "etcd",
     binary,
-    [
+    args: [
       "--name",
       "vgpu-test",
       "--data-dir",
@@ -60,48 +57,17 @@ export async function startEtcd(
       "--log-level",
       "error",
     ],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  live.add(child);
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
+    dir,
+    readyUrl: `${endpoint}/health`,
+    readyTimeoutMs: 20_000,
   });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGCONT");
-      child.kill("SIGKILL");
-      await exited;
-    }
-    live.delete(child);
-    rmSync(dir, { recursive: true, force: true });
-  };
-  // Ready when /health answers.
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      await stop();
-      throw new Error(`etcd exited with ${child.exitCode}: ${stderr}`);
-    }
-    try {
-      const res = await fetch(`${endpoint}/health`);
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`etcd did not become healthy: ${stderr}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const child = server.process;
   return {
     endpoint,
     endpoints,
     process: child,
     pause: () => child.kill("SIGSTOP"),
     resume: () => child.kill("SIGCONT"),
-    stop,
+    stop: server.stop,
   };
 }

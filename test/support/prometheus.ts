@@ -2,13 +2,14 @@
 // tests; and the project's deploy/prometheus files turned into a test copy (targets replaced by
 // live nodes, intervals of a second, `for:` shortened). stop() kills it and removes the dir; an
 // exit guard kills it if the run ends without stopping it.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@vgpu-ha/daemon";
 import { parse, stringify } from "yaml";
+import { startServerProcess } from "./server-process.js";
 
 export const DEPLOY_PROMETHEUS = fileURLToPath(
   new URL("../../deploy/prometheus/", import.meta.url),
@@ -29,11 +30,6 @@ export interface Sample {
   readonly metric: Record<string, string>;
   readonly value: [number, string];
 }
-
-const live = new Set<ChildProcess>();
-process.on("exit", () => {
-  for (const p of live) p.kill("SIGKILL");
-});
 
 type Json = Record<string, unknown>;
 
@@ -90,49 +86,20 @@ export async function startPrometheus(
   writeFileSync(configFile, configText);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(
+  const { process: child, stop } = await startServerProcess({
+    name: "prometheus",
     binary,
-    [
+    args: [
       `--config.file=${configFile}`,
       `--storage.tsdb.path=${join(dir, "data")}`,
       `--web.listen-address=127.0.0.1:${port}`,
       "--log.level=warn",
     ],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  live.add(child);
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
+    dir,
+    readyUrl: `${url}/-/ready`,
+    readyTimeoutMs: 30_000,
+    stopSignal: "SIGTERM",
   });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(timer);
-    }
-    live.delete(child);
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      await stop();
-      throw new Error(`prometheus exited with ${child.exitCode}: ${stderr}`);
-    }
-    try {
-      if ((await fetch(`${url}/-/ready`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`prometheus did not become ready: ${stderr}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
   const api = async <T>(path: string): Promise<T> => {
     const res = await fetch(`${url}/api/v1/${path}`);
     const body = (await res.json()) as { status: string; data: T; error?: string };
