@@ -3,23 +3,11 @@
 // through the ${DS_PROMETHEUS} input and the vgpu-ha job, and that it shows what operators need:
 // roles and epoch, lag in entries, bytes and seconds, throughput, failovers, lease remaining.
 // (test/system/prometheus-scrape.test.ts runs every query on a real Prometheus.)
-import { createMetrics, type ReplicationGauges } from "@vgpu-ha/common";
+import { createMetrics, NO_REPLICATION, type ReplicationGauges } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
 import { dashboardQueries, loadDashboard, metricNames } from "./support/grafana.js";
 
-const idle: ReplicationGauges = {
-  lastSeq: 0,
-  appliedSeq: 0,
-  acknowledgedSeq: 0,
-  lagEntries: 0,
-  lagBytes: 0,
-  lagSeconds: 0,
-  connected: false,
-  snapshotInProgress: false,
-  eligible: false,
-  degraded: false,
-  leaseRemainingSeconds: 0,
-};
+const idle: ReplicationGauges = NO_REPLICATION;
 
 /** What a node exports, with the series names histograms add; plus Prometheus's own `up`. */
 async function exported(): Promise<Set<string>> {

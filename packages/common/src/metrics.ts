@@ -35,6 +35,21 @@ export interface ReplicationGauges {
   readonly leaseRemainingSeconds: number;
 }
 
+/** The gauges of a node that replicates nothing (standalone, or before it has a role). */
+export const NO_REPLICATION: ReplicationGauges = {
+  lastSeq: 0,
+  appliedSeq: 0,
+  acknowledgedSeq: 0,
+  lagEntries: 0,
+  lagBytes: 0,
+  lagSeconds: 0,
+  connected: false,
+  snapshotInProgress: false,
+  eligible: false,
+  degraded: false,
+  leaseRemainingSeconds: 0,
+};
+
 export const ROLES = ["standalone", "primary", "standby"] as const;
 
 /**

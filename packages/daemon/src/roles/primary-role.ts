@@ -16,6 +16,7 @@ import {
   type Link,
   mayAcquire,
   NO_GRANT,
+  NO_REPLICATION,
   otherPrimaryWins,
   type PrimaryMessage,
   primaryLeaseEndMs,
@@ -48,13 +49,7 @@ import {
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import { backendOptions, sessionLimits } from "./backend-options.js";
-import {
-  type GuestStream,
-  NO_REPLICATION,
-  type Role,
-  type RoleDeps,
-  type VerifyResult,
-} from "./role.js";
+import type { GuestStream, Role, RoleDeps, VerifyResult } from "./role.js";
 
 /** A standby's state handed over at promotion. */
 export interface Takeover {

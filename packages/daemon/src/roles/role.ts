@@ -92,17 +92,3 @@ export interface Role {
   /** Standby, test-only: flip one byte of one buffer. */
   corrupt?(): { context: number; bo: number; offset: number } | undefined;
 }
-
-export const NO_REPLICATION: ReplicationGauges = {
-  lastSeq: 0,
-  appliedSeq: 0,
-  acknowledgedSeq: 0,
-  lagEntries: 0,
-  lagBytes: 0,
-  lagSeconds: 0,
-  connected: false,
-  snapshotInProgress: false,
-  eligible: false,
-  degraded: false,
-  leaseRemainingSeconds: 0,
-};

@@ -5,6 +5,7 @@
 import {
   type AcquireDecision,
   mayAcquire,
+  NO_REPLICATION,
   type ReplicationGauges,
   watchStandbyLease,
 } from "@vgpu-ha/common";
@@ -12,7 +13,7 @@ import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
-import { type GuestStream, NO_REPLICATION, type Role, type RoleDeps } from "./role.js";
+import type { GuestStream, Role, RoleDeps } from "./role.js";
 
 export class StandbyRole implements Role {
   readonly name = "standby" as const;

@@ -3,7 +3,13 @@
 // listens; a test sends messages into a stream and reads what came back.
 import { EventEmitter } from "node:events";
 import type { PeerCertificate } from "node:tls";
-import { createLogger, createMetrics, ReplicationLog, type wire } from "@vgpu-ha/common";
+import {
+  createLogger,
+  createMetrics,
+  NO_REPLICATION,
+  ReplicationLog,
+  type wire,
+} from "@vgpu-ha/common";
 import { Backend, type BackendOptions } from "@vgpu-ha/gpu-model";
 import { Sequencer } from "../core/sequencer.js";
 import { SessionAdmission, type SessionAdmissionLimits } from "../core/session-admission.js";
@@ -106,19 +112,7 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
         bos: () => 0,
         vramUsedBytes: () => 0,
         vramTotalBytes: () => 0,
-        replication: () => ({
-          lastSeq: 0,
-          appliedSeq: 0,
-          acknowledgedSeq: 0,
-          lagEntries: 0,
-          lagBytes: 0,
-          lagSeconds: 0,
-          connected: false,
-          snapshotInProgress: false,
-          eligible: false,
-          degraded: false,
-          leaseRemainingSeconds: 0,
-        }),
+        replication: () => NO_REPLICATION,
       },
       { processMetrics: false },
     ),
