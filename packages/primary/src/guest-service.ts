@@ -414,16 +414,20 @@ export class GuestService {
     }
   }
 
+  /** When this node does not serve guests now: tells the stream NOT_PRIMARY (with where to go). */
+  private refusedNotServing(state: StreamState): boolean {
+    if (this.deps.serving()) return false;
+    this.sessionError(
+      state,
+      ErrorCode.NOT_PRIMARY,
+      "this node does not serve guests now",
+      this.deps.redirect?.() ?? "",
+    );
+    return true;
+  }
+
   private onMessage(state: StreamState, message: wire.GuestMessage): void {
-    if (!this.deps.serving()) {
-      this.sessionError(
-        state,
-        ErrorCode.NOT_PRIMARY,
-        "this node does not serve guests now",
-        this.deps.redirect?.() ?? "",
-      );
-      return;
-    }
+    if (this.refusedNotServing(state)) return;
     if (state.closing !== undefined) {
       this.sessionError(state, ErrorCode.MALFORMED, "message after Close");
       return;
@@ -458,15 +462,7 @@ export class GuestService {
    * frame); the index after the last one applied.
    */
   private onFrames(state: StreamState, frames: readonly wire.Frame[], from: number): number {
-    if (!this.deps.serving()) {
-      this.sessionError(
-        state,
-        ErrorCode.NOT_PRIMARY,
-        "this node does not serve guests now",
-        this.deps.redirect?.() ?? "",
-      );
-      return frames.length;
-    }
+    if (this.refusedNotServing(state)) return frames.length;
     if (state.closing !== undefined) {
       this.sessionError(state, ErrorCode.MALFORMED, "message after Close");
       return frames.length;
