@@ -128,7 +128,7 @@ const entries: Entry[] = [
       frames: [{ sessionId: "s9", frame: 2, code: ErrorCode.OK, message: "" }],
     },
   },
-  { seq: 4, body: { kind: "sessionClose", sessionId: "s9" } },
+  { seq: 4, body: { kind: "sessionClose", sessionId: "s9", reason: "idle" } },
   { seq: 5, body: { kind: "checkpoint", digest: "00", requestId: 1 } },
 ];
 

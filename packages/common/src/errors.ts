@@ -136,6 +136,12 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "message from an older epoch",
   ),
   [ErrorCode.INTERNAL]: info("INTERNAL", GrpcStatus.INTERNAL, false, "internal error"),
+  [ErrorCode.SESSION_EXPIRED]: info(
+    "SESSION_EXPIRED",
+    GrpcStatus.NOT_FOUND,
+    false,
+    "the pair closed this session (idle too long, or an operator); open a new one",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

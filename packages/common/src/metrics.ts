@@ -270,6 +270,18 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["port", "reason"],
       registers,
     }),
+    sessionsReaped: new Counter({
+      name: "vgpu_sessions_reaped_total",
+      help: "Guest sessions closed by the primary after no stream was attached for guest.sessionIdleSeconds, by tenant",
+      labelNames: ["tenant"],
+      registers,
+    }),
+    sessionsClosedByOperator: new Counter({
+      name: "vgpu_sessions_closed_by_operator_total",
+      help: "Guest sessions closed through the ops API (POST /v1/sessions/ID/close), by tenant",
+      labelNames: ["tenant"],
+      registers,
+    }),
     refusalThrottles: new Counter({
       name: "vgpu_refusal_throttles_total",
       help: "Times a tenant used up its budget of refused frames (limits.refusedFramesPerSecond) and its frames were held back, by tenant",

@@ -118,6 +118,20 @@ export class VgpuNode implements Supervisor {
         promote: (force) => this.manualPromote(force),
         demote: (force) => this.manualDemote(force),
         switchover: () => this.switchover(),
+        sessions: (tenant) => ({
+          nodeId: config.nodeId,
+          role: this.role.name,
+          sessions: this.role.sessions(tenant),
+        }),
+        closeSession: (id, by) => {
+          if (!this.role.closeSession) throw new OpsRefusal(409, "sessions close on the primary");
+          return this.role.closeSession(id, by);
+        },
+      },
+      audit: (a) => {
+        const fields = { remote: a.remote, method: a.method, url: a.url, status: a.status };
+        if (a.status === 401 || a.status === 403) this.log.warn(fields, "admin request refused");
+        else this.log.info(fields, "admin request");
       },
     });
   }

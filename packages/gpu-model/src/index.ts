@@ -13,6 +13,7 @@ export {
   GuestContext,
   type TenantQuota,
 } from "./paravirt/backend.js";
+export { type EndedSession, EndedSessions } from "./paravirt/ended-sessions.js";
 export type { DirtyPage, Extent } from "./paravirt/mmio-tracker.js";
 export { sameSummary, summarizeResult } from "./paravirt/result-summary.js";
 export type { SessionLimits } from "./paravirt/session-table.js";

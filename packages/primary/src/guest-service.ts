@@ -26,6 +26,7 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
+import type { IdleSessions } from "./core/idle-sessions.js";
 import type { Sequencer } from "./core/sequencer.js";
 import type { SessionAdmission } from "./core/session-admission.js";
 import { TokenBucket } from "./core/token-bucket.js";
@@ -44,8 +45,10 @@ export interface GuestServiceDeps {
    * for the budget to refill before more of its frames are read. None: unlimited.
    */
   readonly refusals?: { readonly perSecond: number; readonly burst: number };
-  /** Monotonic milliseconds (for the refusal budget); default performance.now. */
+  /** Monotonic milliseconds (refusal budget, idle sessions); default performance.now. */
   readonly nowMs?: () => number;
+  /** Which sessions have no stream attached, and since when (the idle reaper's rule). */
+  readonly idle?: IdleSessions;
   readonly metrics: NodeMetrics;
   readonly log: Logger;
   readonly nodeId: string;
@@ -447,6 +450,7 @@ export class GuestService {
         if (state.session !== undefined) {
           state.closing = this.deps.sequencer.closeSession(state.session.id);
           this.bySession.delete(state.session.id);
+          this.deps.idle?.forget(state.session.id);
           this.deps.log.debug({ session: state.session.id }, "session closed");
         }
         this.flush(state);
@@ -480,9 +484,68 @@ export class GuestService {
     this.states.delete(state);
     state.queue.length = 0;
     state.queuedFrames = 0;
-    if (state.session !== undefined && this.bySession.get(state.session.id) === state) {
-      this.bySession.delete(state.session.id);
+    const id = state.session?.id;
+    if (id !== undefined && this.bySession.get(id) === state) {
+      this.bySession.delete(id);
+      // Its idle time starts now, unless the session itself is gone.
+      if (this.deps.sequencer.backend.sessions.has(id)) this.deps.idle?.detach(id, this.now());
     }
+  }
+
+  /**
+   * Ends a session its guest did not close (the idle reaper, an operator) through the log, so
+   * the standby frees the same contexts, buffers and quota; a stream still attached is told
+   * SESSION_EXPIRED (its unanswered frames were applied, and are freed with the session).
+   * The close entry's seq and the session's tenant; undefined for no such session.
+   */
+  endSession(
+    id: string,
+    reason: "idle" | "operator",
+  ): { readonly seq: number; readonly tenant: string } | undefined {
+    const session = this.deps.sequencer.backend.sessions.get(id);
+    if (session === undefined) return undefined;
+    const seq = this.deps.sequencer.closeSession(id, reason);
+    this.deps.idle?.forget(id);
+    const state = this.bySession.get(id);
+    if (state !== undefined) {
+      state.held.length = 0;
+      this.sessionError(state, ErrorCode.SESSION_EXPIRED, expiredMessage(reason));
+    }
+    this.deps.afterApply?.();
+    return { seq, tenant: session.tenant };
+  }
+
+  /**
+   * Ends the sessions idle for guest.sessionIdleSeconds (at most `max`, the longest idle
+   * first); counts them by tenant and logs one line for all. What was reaped, by tenant.
+   */
+  reapIdle(max: number): Map<string, number> {
+    const byTenant = new Map<string, number>();
+    const idle = this.deps.idle;
+    if (idle === undefined || idle.idleMs === 0 || !this.deps.serving()) return byTenant;
+    const sessions = this.deps.sequencer.backend.sessions;
+    const due = idle.tick(sessions.keys(), this.now(), max);
+    const ids: string[] = [];
+    for (const id of due) {
+      const ended = this.endSession(id, "idle");
+      if (ended === undefined) continue;
+      ids.push(id);
+      byTenant.set(ended.tenant, (byTenant.get(ended.tenant) ?? 0) + 1);
+      this.deps.metrics.sessionsReaped.inc({ tenant: ended.tenant });
+    }
+    if (ids.length > 0) {
+      this.deps.log.info(
+        {
+          seq: this.deps.sequencer.log.lastSeq,
+          reaped: ids.length,
+          byTenant: Object.fromEntries(byTenant),
+          idleSeconds: idle.idleMs / 1000,
+          sessions: ids.slice(0, REAP_LOG_IDS),
+        },
+        "idle sessions reaped",
+      );
+    }
+    return byTenant;
   }
 
   private open(state: StreamState, open: wire.Open): void {
@@ -497,7 +560,12 @@ export class GuestService {
       session = sequencer.backend.sessions.get(open.resumeSessionId);
       // Someone else's session is exactly as unknown as a session that never existed.
       if (session === undefined || session.tenant !== open.tenant) {
-        this.sessionError(state, ErrorCode.UNKNOWN_SESSION, "no such session");
+        const ended = sequencer.backend.ended.get(open.resumeSessionId);
+        if (ended !== undefined && ended.tenant === open.tenant) {
+          this.sessionError(state, ErrorCode.SESSION_EXPIRED, expiredMessage(ended.reason));
+        } else {
+          this.sessionError(state, ErrorCode.UNKNOWN_SESSION, "no such session");
+        }
         return;
       }
       const older = this.bySession.get(session.id);
@@ -525,6 +593,8 @@ export class GuestService {
     }
     state.session = session;
     this.bySession.set(session.id, state);
+    if (open.resumeSessionId === "") this.deps.idle?.opened(session.id, this.now());
+    else this.deps.idle?.attach(session.id);
     this.deps.log.debug({ session: session.id, tenant: session.tenant }, "session opened");
     state.opened = {
       seq,
@@ -690,6 +760,18 @@ export class GuestService {
     }
     this.forget(state);
   }
+}
+
+/** Session ids named in one "idle sessions reaped" line, at most (the count is exact). */
+const REAP_LOG_IDS = 20;
+
+/** What a guest resuming a session the pair ended is told (SESSION_EXPIRED). */
+function expiredMessage(reason: "idle" | "operator"): string {
+  const why =
+    reason === "idle"
+      ? "reaped: no stream was attached for guest.sessionIdleSeconds"
+      : "closed by an operator";
+  return `session ${why}; its contexts and buffers were freed: open a new session`;
 }
 
 /** The names of the verified client certificate of a stream that came over TLS. */

@@ -416,7 +416,7 @@ export class Checker {
           break;
         }
         case "sessionClose":
-          backend.closeSession(b.sessionId);
+          backend.closeSession(b.sessionId, b.reason);
           break;
         case "call":
           apply(b.sessionId, b.frame, entry.seq);

@@ -75,6 +75,11 @@ export const ConfigSchema = z
         tls: z.enum(["off", "server", "mutual"]).default("off"),
         /** Streams (sessions) one guest connection may have open at once (HTTP/2). */
         maxStreamsPerConnection: count(1, 1_000_000).default(64),
+        /**
+         * A session with no stream attached for this long is closed by the primary (through the
+         * log, so the standby frees the same), freeing its contexts, buffers and quota. 0: never.
+         */
+        sessionIdleSeconds: count(0, 31_536_000).default(600),
       })
       .prefault({}),
     ops: z

@@ -73,8 +73,19 @@ export type EntryBody =
       readonly frames: readonly FrameRecord[];
     }
   | { readonly kind: "sessionOpen"; readonly sessionId: string; readonly tenant: string }
-  | { readonly kind: "sessionClose"; readonly sessionId: string }
+  | {
+      readonly kind: "sessionClose";
+      readonly sessionId: string;
+      readonly reason: SessionCloseReason;
+    }
   | { readonly kind: "checkpoint"; readonly digest: string; readonly requestId: number };
+
+/**
+ * Who ended a session: the guest (Close), the primary's idle reaper (no stream attached for
+ * guest.sessionIdleSeconds) or an operator. Both nodes remember the last two, so a guest that
+ * resumes such a session later is told SESSION_EXPIRED rather than UNKNOWN_SESSION.
+ */
+export type SessionCloseReason = "guest" | "idle" | "operator";
 
 export type EntryKind = EntryBody["kind"];
 

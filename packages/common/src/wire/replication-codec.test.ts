@@ -89,8 +89,10 @@ const entries: Entry[] = [
     body: { kind: "mmioStore", context: 1, bo: 2, offset: 4096, data: bytes(9, 9), frames },
   },
   { seq: 5, body: { kind: "sessionOpen", sessionId: "s2", tenant: "acme" } },
-  { seq: 6, body: { kind: "sessionClose", sessionId: "s2" } },
+  { seq: 6, body: { kind: "sessionClose", sessionId: "s2", reason: "guest" } },
   { seq: 7, body: { kind: "checkpoint", digest: "ab12", requestId: 42 } },
+  { seq: 8, body: { kind: "sessionClose", sessionId: "s3", reason: "idle" } },
+  { seq: 9, body: { kind: "sessionClose", sessionId: "s4", reason: "operator" } },
 ];
 
 const meta: SnapshotMeta = {
@@ -260,6 +262,21 @@ describe("replication codec", () => {
     expect(
       decodePrimaryMessage(withEntry(callEntry({ call, handles: {}, result: {} }))),
     ).not.toBeInstanceOf(MalformedError);
+  });
+
+  it("reports an unknown session close reason as malformed", () => {
+    const entry = {
+      seq: 1n,
+      kind: { case: "sessionClose" as const, value: { sessionId: "s", reason: 9 } },
+    };
+    expect(
+      decodePrimaryMessage(
+        create(PrimaryMessageSchema, {
+          epoch: 1n,
+          kind: { case: "entries", value: { entries: [entry] } },
+        }),
+      ),
+    ).toBeInstanceOf(MalformedError);
   });
 
   it("reports 64-bit numbers beyond the safe range as malformed", () => {

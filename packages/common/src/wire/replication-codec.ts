@@ -12,6 +12,7 @@ import type {
   PageExtent,
   PageWrite,
   ResultSummary,
+  SessionCloseReason,
 } from "../core/entries.js";
 import type {
   CheckpointResult,
@@ -71,6 +72,7 @@ import {
   type PrimaryMessage as WirePrimaryMessage,
   type ResultSummary as WireResultSummary,
   ResyncReason as WireResyncReason,
+  SessionCloseReason as WireSessionCloseReason,
   type SnapshotBo as WireSnapshotBo,
   type SnapshotChunk as WireSnapshotChunk,
   type SnapshotContext as WireSnapshotContext,
@@ -114,6 +116,12 @@ const RESYNC_TO_WIRE = {
   gap: WireResyncReason.GAP,
   diverged: WireResyncReason.DIVERGED,
 } as const satisfies Record<ResyncReason, WireResyncReason>;
+
+const CLOSE_REASON_TO_WIRE = {
+  guest: WireSessionCloseReason.GUEST,
+  idle: WireSessionCloseReason.IDLE,
+  operator: WireSessionCloseReason.OPERATOR,
+} as const satisfies Record<SessionCloseReason, WireSessionCloseReason>;
 
 // ---- primary → standby: encode ----
 
@@ -192,7 +200,10 @@ function encodeEntryBody(body: EntryBody): WireEntry["kind"] {
     case "sessionClose":
       return {
         case: "sessionClose",
-        value: create(SessionCloseEntrySchema, { sessionId: body.sessionId }),
+        value: create(SessionCloseEntrySchema, {
+          sessionId: body.sessionId,
+          reason: CLOSE_REASON_TO_WIRE[body.reason],
+        }),
       };
     case "checkpoint":
       return {
@@ -376,7 +387,11 @@ function decodeEntryBody(k: WireEntry["kind"], seq: number): EntryBody {
     case "sessionOpen":
       return { kind: "sessionOpen", sessionId: k.value.sessionId, tenant: k.value.tenant };
     case "sessionClose":
-      return { kind: "sessionClose", sessionId: k.value.sessionId };
+      return {
+        kind: "sessionClose",
+        sessionId: k.value.sessionId,
+        reason: decodeCloseReason(k.value.reason),
+      };
     case "checkpoint":
       return {
         kind: "checkpoint",
@@ -610,6 +625,13 @@ function decodeCheckpointResult(w: WireCheckpointResult): CheckpointResult {
     equal: w.equal,
     digest: w.digest,
   };
+}
+
+function decodeCloseReason(reason: WireSessionCloseReason): SessionCloseReason {
+  if (reason === WireSessionCloseReason.GUEST) return "guest";
+  if (reason === WireSessionCloseReason.IDLE) return "idle";
+  if (reason === WireSessionCloseReason.OPERATOR) return "operator";
+  return malformed(`unknown session close reason ${reason}`);
 }
 
 function decodeResyncReason(reason: WireResyncReason): ResyncReason {

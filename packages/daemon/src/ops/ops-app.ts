@@ -22,6 +22,21 @@ export interface AdminActions {
   promote?(force: boolean): Promise<Record<string, unknown>>;
   demote?(force: boolean): Promise<Record<string, unknown>>;
   switchover?(): Promise<Record<string, unknown>>;
+  /** The guest sessions this node holds, of one tenant when given. */
+  sessions?(tenant: string | undefined): Record<string, unknown>;
+  /**
+   * Ends a guest session through the log (`by`: the caller's address); undefined when there is
+   * no such session. Throws a StatusError to refuse (a standby: 409).
+   */
+  closeSession?(id: string, by: string): Promise<Record<string, unknown> | undefined>;
+}
+
+/** One admin request, for the node's log: who asked what, and the answer's status. */
+export interface AdminAudit {
+  readonly method: string;
+  readonly url: string;
+  readonly remote: string;
+  readonly status: number;
 }
 
 /** An error with an HTTP status (a refusal with a reason). */
@@ -41,6 +56,8 @@ export interface OpsDeps {
   readonly registry: Registry;
   readonly adminToken?: string | undefined;
   readonly admin?: AdminActions;
+  /** Called after every request to an admin endpoint (refused ones too). */
+  audit?(entry: AdminAudit): void;
 }
 
 const health: FastifyPluginAsync = async (app) => {
@@ -91,6 +108,37 @@ const admin =
       const given = header.startsWith("Bearer ") ? header.slice(7) : "";
       if (!timingSafeEqual(sha(given), expected)) {
         return reply.code(401).send({ error: "unauthorized", message: "wrong or missing token" });
+      }
+    });
+    app.addHook("onResponse", async (req, reply) => {
+      deps.audit?.({ method: req.method, url: req.url, remote: req.ip, status: reply.statusCode });
+    });
+    app.get("/v1/sessions", async (req, reply) => {
+      if (!deps.admin?.sessions) {
+        return reply.code(404).send({ error: "not_found", message: "no sessions here" });
+      }
+      const tenant = (req.query as { tenant?: unknown } | undefined)?.tenant;
+      if (tenant !== undefined && typeof tenant !== "string") {
+        return reply.code(400).send({ error: "bad_request", message: "tenant: one name" });
+      }
+      return deps.admin.sessions(tenant);
+    });
+    app.post("/v1/sessions/:id/close", async (req, reply) => {
+      const { id } = req.params as { id: string };
+      const close = deps.admin?.closeSession;
+      if (!close) {
+        return reply
+          .code(409)
+          .send({ error: "not_primary", message: "sessions close on the primary" });
+      }
+      try {
+        const done = await close(id, req.ip);
+        return done
+          ? done
+          : reply.code(404).send({ error: "unknown_session", message: `no session ${id}` });
+      } catch (e) {
+        const err = e as StatusError;
+        return reply.code(err.status ?? 409).send({ error: "close_refused", message: err.message });
       }
     });
     app.post("/v1/verify", async (_req, reply) => {

@@ -39,17 +39,28 @@ import {
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import {
   GuestService,
+  IdleSessions,
+  listSessions,
   ReplicationClient,
   Sender,
   type SenderEvent,
   Sequencer,
   SessionAdmission,
+  type SessionView,
   TenantAuth,
 } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import { backendOptions, sessionLimits } from "./backend-options.js";
 import type { GuestStream, Role, RoleDeps, VerifyResult } from "./role.js";
+
+/** The idle reaper checks every tenth of guest.sessionIdleSeconds, within these bounds. */
+const REAP_CHECK_MIN_MS = 100;
+const REAP_CHECK_MAX_MS = 5_000;
+/** Sessions one check closes at most (the rest wait for the next one). */
+const REAP_MAX_PER_CHECK = 256;
+/** How long an operator's close waits for the standby to apply it. */
+const CLOSE_WAIT_MS = 5_000;
 
 /** A standby's state handed over at promotion. */
 export interface Takeover {
@@ -70,6 +81,9 @@ export class PrimaryRole implements Role {
   private readonly client: ReplicationClient | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
+  private reapTimer: NodeJS.Timeout | undefined;
+  /** Which sessions have no stream attached, since when (guest.sessionIdleSeconds). */
+  private readonly idle: IdleSessions;
   private stopping = false;
   /** Snapshot ids grow across restarts too (a standby ignores chunk 0 of an older id). */
   private nextSnapshotId = Date.now() * 1000;
@@ -152,7 +166,9 @@ export class PrimaryRole implements Role {
         onEvent: (e) => this.onSenderEvent(e),
       });
     }
+    this.idle = new IdleSessions(config.guest.sessionIdleSeconds * 1000);
     this.guests = new GuestService({
+      idle: this.idle,
       sequencer: this.sequencer,
       auth: new TenantAuth(config.tenants),
       admission: new SessionAdmission(sessionLimits(config), () => clock.monotonicMs()),
@@ -175,6 +191,13 @@ export class PrimaryRole implements Role {
   }
 
   start(): void {
+    if (this.idle.idleMs > 0) {
+      const everyMs = Math.min(
+        REAP_CHECK_MAX_MS,
+        Math.max(REAP_CHECK_MIN_MS, this.idle.idleMs / 10),
+      );
+      this.reapTimer = setInterval(() => this.reapIdle(), everyMs);
+    }
     if (!this.client) return;
     this.fencedSinceMs = this.deps.clock.monotonicMs();
     if (this.promoted) {
@@ -194,6 +217,7 @@ export class PrimaryRole implements Role {
     this.stopping = true;
     clearTimeout(this.flushTimer);
     clearInterval(this.leaseTimer);
+    clearInterval(this.reapTimer);
     this.guests.endAll(reason);
     this.client?.stop();
     this.sender?.disconnected();
@@ -201,6 +225,45 @@ export class PrimaryRole implements Role {
 
   serveGuest(stream: GuestStream): void {
     this.guests.serve(stream);
+  }
+
+  // ---- sessions: the idle reaper and operators ----
+
+  /**
+   * Closes the sessions idle past guest.sessionIdleSeconds; not while fenced (the entries would
+   * wait, and a standby taking over starts its own idle clocks) nor during a switchover.
+   */
+  private reapIdle(): void {
+    if (this.stopping || this.handedOff || this.handingOver || this.lease === "fenced") return;
+    this.guests.reapIdle(REAP_MAX_PER_CHECK);
+  }
+
+  sessions(tenant?: string): SessionView[] {
+    return listSessions(this.backend, this.idle, this.deps.clock, tenant);
+  }
+
+  /**
+   * Operator: ends a session through the log. Resolves once the standby has applied the close
+   * (or at once without one, or after CLOSE_WAIT_MS with `replicated: false`).
+   */
+  async closeSession(id: string, by: string): Promise<Record<string, unknown> | undefined> {
+    if (this.stopping || this.handedOff || this.handingOver) {
+      throw new Error("this node does not serve guests now");
+    }
+    const ended = this.guests.endSession(id, "operator");
+    if (ended === undefined) return undefined;
+    const { logger, metrics, clock } = this.deps;
+    metrics.sessionsClosedByOperator.inc({ tenant: ended.tenant });
+    logger.warn(
+      { seq: ended.seq, session: id, tenant: ended.tenant, by },
+      "session closed by an operator",
+    );
+    const deadline = clock.monotonicMs() + CLOSE_WAIT_MS;
+    const applied = () => !this.sender || this.sender.appliedSeq >= ended.seq;
+    while (!applied() && !this.stopping && clock.monotonicMs() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    return { id, tenant: ended.tenant, seq: ended.seq, replicated: applied() };
   }
 
   // ---- the lease ----

@@ -11,6 +11,7 @@ import type {
   wire,
 } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
+import type { SessionView } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import type { Readiness } from "../ops/ops-app.js";
@@ -87,6 +88,13 @@ export interface Role {
   replicationGauges(): ReplicationGauges;
   /** The state digest and the seq it is at. */
   digest(): { seq: number; digest: StateDigest } | undefined;
+  /** The guest sessions this node holds (of one tenant when given). */
+  sessions(tenant?: string): SessionView[];
+  /**
+   * Primary, operator: ends a session through the log (`by`: who asked, for the log line);
+   * undefined for no such session.
+   */
+  closeSession?(id: string, by: string): Promise<Record<string, unknown> | undefined>;
   /** Primary: compare both nodes' digests at one seq. */
   verify?(): Promise<VerifyResult>;
   /** Standby, test-only: flip one byte of one buffer. */

@@ -10,6 +10,7 @@ import {
   watchStandbyLease,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
+import { listSessions, type SessionView } from "@vgpu-ha/primary";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
@@ -348,6 +349,12 @@ export class StandbyRole implements Role {
   digest() {
     const backend = this.receiver.backend;
     return backend ? { seq: this.receiver.appliedSeq, digest: computeDigest(backend) } : undefined;
+  }
+
+  /** The replica's sessions (none attached here: a standby serves no streams). */
+  sessions(tenant?: string): SessionView[] {
+    const backend = this.receiver.backend;
+    return backend ? listSessions(backend, undefined, this.deps.clock, tenant) : [];
   }
 
   counts() {

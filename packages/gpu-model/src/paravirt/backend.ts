@@ -12,6 +12,7 @@ import {
   invariant,
   NO_OUTPUT,
   type PageWrite,
+  type SessionCloseReason,
   type SnapshotMeta,
   type StoreBatch,
 } from "@vgpu-ha/common";
@@ -24,6 +25,7 @@ import {
 } from "../device/device.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
+import { EndedSessions } from "./ended-sessions.js";
 import { type DirtyPage, MmioTracker, type TrackedBuffer } from "./mmio-tracker.js";
 import { type SessionLimits, SessionRecord } from "./session-table.js";
 
@@ -97,6 +99,8 @@ export class Backend {
   readonly mmio = new MmioTracker();
   readonly contexts = new Map<number, GuestContext>();
   readonly sessions = new Map<string, SessionRecord>();
+  /** Sessions closed by the idle reaper or an operator, for SESSION_EXPIRED on a resume. */
+  readonly ended = new EndedSessions();
   private readonly usage = new Map<string, TenantUsage>();
   nextContextHandle = 1;
   /** Record dirty pages for replication (a primary in per-page mode); starts from options. */
@@ -159,12 +163,25 @@ export class Backend {
     return session;
   }
 
-  /** Ends a session: its contexts (and their buffers) are destroyed. */
-  closeSession(id: string): void {
+  /**
+   * Ends a session: its contexts (and their buffers) are destroyed. One ended by the idle
+   * reaper or an operator is remembered (see EndedSessions).
+   */
+  closeSession(id: string, reason: SessionCloseReason = "guest"): void {
     const session = this.sessions.get(id);
     if (session === undefined) return;
     for (const handle of [...session.contexts]) this.destroyContext(this.contexts.get(handle)!);
     this.sessions.delete(id);
+    if (reason !== "guest") this.ended.add(id, { tenant: session.tenant, reason });
+  }
+
+  /** Bytes of VRAM the session's buffers hold. */
+  sessionVramBytes(id: string): number {
+    let bytes = 0;
+    for (const handle of this.sessions.get(id)?.contexts ?? []) {
+      for (const gbo of this.contexts.get(handle)?.bos.values() ?? []) bytes += gbo.bo.byteLength;
+    }
+    return bytes;
   }
 
   /** Applies the session's next frame exactly once; see FrameOutcome. */

@@ -17,6 +17,7 @@ import {
   type HandleDelta,
   type PageWrite,
   type ReplicationLog,
+  type SessionCloseReason,
 } from "@vgpu-ha/common";
 import { type Backend, type FrameOutcome, summarizeResult } from "@vgpu-ha/gpu-model";
 
@@ -85,11 +86,12 @@ export class Sequencer {
     return opened;
   }
 
-  closeSession(id: string): number {
+  /** Closes a session (the guest's Close, the idle reaper's or an operator's); its seq, or 0. */
+  closeSession(id: string, reason: SessionCloseReason = "guest"): number {
     if (!this.backend.sessions.has(id)) return 0;
     this.flushMmio();
-    this.backend.closeSession(id);
-    return this.append({ kind: "sessionClose", sessionId: id });
+    this.backend.closeSession(id, reason);
+    return this.append({ kind: "sessionClose", sessionId: id, reason });
   }
 
   applyFrame(session: Session, frame: Frame): Sequenced {

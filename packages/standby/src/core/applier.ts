@@ -61,7 +61,7 @@ export function applyEntry(backend: Backend, entry: Entry): ApplyResult {
     }
     case "sessionClose":
       if (!backend.sessions.has(body.sessionId)) return diverged("close of unknown session");
-      backend.closeSession(body.sessionId);
+      backend.closeSession(body.sessionId, body.reason);
       return OK;
     case "checkpoint": {
       const digest = computeDigest(backend).state;
