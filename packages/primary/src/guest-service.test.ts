@@ -3,7 +3,9 @@
 // certificate opens only its tenant; another tenant's context or buffer answers exactly as an
 // unknown one; session counts and the open rate are limited, resumes are not; the frames limit
 // and a half-close keep their order; one tenant's backlog does not hold up another's frames;
-// and a tenant past its budget of refused frames waits for it to refill.
+// and a tenant past its budget of refused frames waits for it to refill; a session without a
+// stream for sessionIdleMs is reaped through the log (quota freed, its resume SESSION_EXPIRED),
+// and an operator's close ends an attached stream the same way.
 import { create } from "@bufbuild/protobuf";
 import { type Call, decodeResult, ErrorCode, encodeFrame, wire as w } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
@@ -320,5 +322,80 @@ describe("fairness between tenants", () => {
     for (let i = 1; i < seen.length; i++) expect(seen[i]! - seen[i - 1]!).toBeLessThanOrEqual(6);
     await h.settled();
     expect(results(bad.stream).every((r) => r.code === ErrorCode.UNKNOWN_CONTEXT)).toBe(true);
+  });
+});
+
+describe("idle sessions and operators' closes", () => {
+  const closeEntries = (h: ReturnType<typeof guestHarness>) =>
+    h.sequencer.log
+      .read(1, 1000, 1 << 30)
+      .flatMap((e) => (e.body.kind === "sessionClose" ? [e.body] : []));
+
+  it("reaps a session idle for sessionIdleMs through the log, frees its quota, expires its resume", async () => {
+    let now = 0;
+    const h = guestHarness({
+      backend: BACKEND,
+      tenants: TENANTS,
+      sessionLimits: {
+        maxSessionsPerTenant: 2,
+        maxSessionsTotal: 9,
+        opensPerSecond: 99,
+        openBurst: 9,
+      },
+      nowMs: () => now,
+      sessionIdleMs: 1000,
+    });
+    const gone = opened(h, "a", "token-of-a-0001");
+    gone.stream.send(
+      frames(1, [{ op: "contextCreate" }, { op: "boAlloc", context: 1, sizeBytes: 65536 }]),
+    );
+    await h.settled();
+    expect(h.backend.sessionVramBytes(gone.id)).toBe(65536);
+    now = 100;
+    gone.stream.emit("cancelled"); // the guest died without Close
+    const live = opened(h, "a", "token-of-a-0001");
+    const full = h.connect();
+    full.send(open("a", "token-of-a-0001"));
+    expect(sessionError(full)?.code).toBe(ErrorCode.LIMIT_EXCEEDED);
+
+    now = 1099;
+    expect(h.service.reapIdle(256).size).toBe(0);
+    now = 1100;
+    expect(h.service.reapIdle(256)).toEqual(new Map([["a", 1]]));
+    expect([...h.backend.sessions.keys()]).toEqual([live.id]);
+    expect(h.backend.device.vram.usedBytes).toBe(0);
+    expect(h.backend.contexts.size).toBe(0);
+    expect(closeEntries(h)).toEqual([{ kind: "sessionClose", sessionId: gone.id, reason: "idle" }]);
+    now = 1_000_000; // the attached session is never reaped
+    expect(h.service.reapIdle(256).size).toBe(0);
+
+    const back = h.connect();
+    back.send(open("a", "token-of-a-0001", gone.id));
+    expect(sessionError(back)).toEqual({
+      code: ErrorCode.SESSION_EXPIRED,
+      message: expect.stringContaining("no stream was attached for guest.sessionIdleSeconds"),
+    });
+    const stranger = h.connect();
+    stranger.send(open("b", "token-of-b-0002", gone.id));
+    expect(sessionError(stranger)?.code).toBe(ErrorCode.UNKNOWN_SESSION);
+    opened(h, "a", "token-of-a-0001"); // room again
+  });
+
+  it("an operator's close ends the attached stream with SESSION_EXPIRED, through the log", () => {
+    const h = guestHarness({ backend: BACKEND, tenants: TENANTS, sessionIdleMs: 0 });
+    const s = opened(h, "b", "token-of-b-0002");
+    expect(h.service.endSession("no-such-session", "operator")).toBeUndefined();
+    expect(h.service.endSession(s.id, "operator")).toMatchObject({ tenant: "b" });
+    expect(s.stream.ended).toBe(true);
+    expect(sessionError(s.stream)?.code).toBe(ErrorCode.SESSION_EXPIRED);
+    expect(h.backend.sessions.size).toBe(0);
+    expect(closeEntries(h)).toEqual([
+      { kind: "sessionClose", sessionId: s.id, reason: "operator" },
+    ]);
+    // With sessionIdleMs 0 nothing is ever reaped.
+    const idle = opened(h, "b", "token-of-b-0002");
+    idle.stream.emit("cancelled");
+    expect(h.service.reapIdle(256).size).toBe(0);
+    expect(h.backend.sessions.has(idle.id)).toBe(true);
   });
 });

@@ -1,7 +1,8 @@
 // Proves the ops app's routes with inject() (no listening socket): health, readiness with its
 // reason, Prometheus text, status JSON, and bad input: a JSON 404 for unknown routes, 400 for an
 // unparsable body, 401 for a wrong or missing token (checked before the body is read), 403 when
-// no token is configured, 409 with the reason when an action is refused.
+// no token is configured, 409 with the reason when an action is refused; the sessions list and
+// close (404 for an unknown id), and the audit of every admin request with the caller's address.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { type AdminActions, buildOpsApp } from "./ops-app.js";
@@ -165,5 +166,61 @@ describe("ops app: admin and bad input", () => {
     const r = await adminApp(TOKEN).inject({ method: "DELETE", url: "/v1/status" });
     expect(r.statusCode).toBe(404);
     expect(r.json()).toMatchObject({ error: "not_found", message: "no route DELETE /v1/status" });
+  });
+});
+
+describe("ops app: guest sessions", () => {
+  const sessions = [{ tenant: "a", id: "s1" }];
+  const admin: AdminActions = {
+    sessions: (tenant) => ({
+      sessions: sessions.filter((s) => tenant === undefined || s.tenant === tenant),
+    }),
+    closeSession: async (id, by) => {
+      if (id === "busy") throw refusal(409, "this node does not serve guests now");
+      return id === "s1" ? { id, by } : undefined;
+    },
+  };
+
+  it("lists sessions, filtered by tenant, only with the token", async () => {
+    const a = adminApp(TOKEN, admin);
+    expect((await a.inject({ url: "/v1/sessions" })).statusCode).toBe(401);
+    expect((await a.inject({ url: "/v1/sessions", headers: auth })).json()).toEqual({ sessions });
+    const none = await a.inject({ url: "/v1/sessions?tenant=b", headers: auth });
+    expect(none.json()).toEqual({ sessions: [] });
+    const two = await a.inject({ url: "/v1/sessions?tenant=a&tenant=b", headers: auth });
+    expect(two.statusCode).toBe(400);
+  });
+
+  it("closes a session by id: 200, 404 for an unknown one, 409 when refused", async () => {
+    const a = adminApp(TOKEN, admin);
+    const post = (id: string) =>
+      a.inject({ method: "POST", url: `/v1/sessions/${id}/close`, headers: auth });
+    const done = await post("s1");
+    expect(done.statusCode).toBe(200);
+    expect(done.json()).toEqual({ id: "s1", by: "127.0.0.1" });
+    expect((await post("s2")).json()).toMatchObject({ error: "unknown_session" });
+    expect((await post("s2")).statusCode).toBe(404);
+    const busy = await post("busy");
+    expect(busy.statusCode).toBe(409);
+    expect(busy.json()).toMatchObject({ message: "this node does not serve guests now" });
+  });
+
+  it("reports every admin request, refused ones too, with the caller's address", async () => {
+    const seen: unknown[] = [];
+    const a = buildOpsApp({
+      registry: new Registry(),
+      status: () => ({}),
+      readiness: () => ({ ready: true, reason: "" }),
+      adminToken: TOKEN,
+      admin,
+      audit: (e) => seen.push(e),
+    });
+    await a.inject({ method: "POST", url: "/v1/sessions/s1/close", headers: auth });
+    await a.inject({ url: "/v1/sessions" });
+    await a.inject({ url: "/v1/status" });
+    expect(seen).toEqual([
+      { method: "POST", url: "/v1/sessions/s1/close", remote: "127.0.0.1", status: 200 },
+      { method: "GET", url: "/v1/sessions", remote: "127.0.0.1", status: 401 },
+    ]);
   });
 });

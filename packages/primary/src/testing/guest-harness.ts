@@ -11,6 +11,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { Backend, type BackendOptions } from "@vgpu-ha/gpu-model";
+import { IdleSessions } from "../core/idle-sessions.js";
 import { Sequencer } from "../core/sequencer.js";
 import { SessionAdmission, type SessionAdmissionLimits } from "../core/session-admission.js";
 import { GuestService } from "../guest-service.js";
@@ -72,14 +73,17 @@ export interface GuestHarnessOptions {
   readonly maxMessageBytes?: number;
   readonly sessionLimits?: SessionAdmissionLimits;
   readonly refusals?: { perSecond: number; burst: number };
-  /** The clock of the session and refusal limits (ms); default performance.now. */
+  /** The clock of the session and refusal limits and of idle sessions (ms); default performance.now. */
   readonly nowMs?: () => number;
+  /** Reap sessions without a stream after this long (GuestService.reapIdle); default never. */
+  readonly sessionIdleMs?: number;
 }
 
 export interface GuestHarness {
   readonly service: GuestService;
   readonly backend: Backend;
   readonly sequencer: Sequencer;
+  readonly idle: IdleSessions;
   /** A new stream attached to the service, as gRPC would hand it over. */
   connect(certificate?: Pick<PeerCertificate, "subject" | "subjectaltname">): FakeGuestStream;
   /** Resolves once the service has served everything it was sent (its slices, its timers). */
@@ -95,7 +99,9 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     () => 0,
   );
   const nowMs = options.nowMs ?? (() => performance.now());
+  const idle = new IdleSessions(options.sessionIdleMs ?? 0);
   const service = new GuestService({
+    idle,
     sequencer,
     auth: new TenantAuth(options.tenants),
     ...(options.sessionLimits
@@ -129,6 +135,7 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     service,
     backend,
     sequencer,
+    idle,
     connect(certificate) {
       const stream = new FakeGuestStream(certificate);
       service.serve(stream as never);
