@@ -8,7 +8,7 @@ import {
   type ServiceClient,
   wire,
 } from "@vgpu-ha/common";
-import { SessionClosedError } from "./errors.js";
+import { SessionClosedError, SessionExpiredError } from "./errors.js";
 
 export type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
 
@@ -26,6 +26,12 @@ export class RedirectError extends SessionClosedError {
     super(code, message);
     this.redirect = redirect;
   }
+}
+
+/** A node's session error as the error to raise: SESSION_EXPIRED is a SessionExpiredError. */
+export function nodeError(code: ErrorCode, message: string, redirect: string): SessionClosedError {
+  if (code === ErrorCode.SESSION_EXPIRED) return new SessionExpiredError(message);
+  return new RedirectError(code, message, redirect);
 }
 
 /** TLS to the guest port: the CA to trust, a client certificate, the server's expected name. */
@@ -111,7 +117,7 @@ export async function connect(
         if (m.kind.case === "opened") resolve(m.kind.value);
         else if (m.kind.case === "error") {
           const { code, message, redirect } = m.kind.value;
-          reject(new RedirectError(code, `${endpoint}: ${message}`, redirect));
+          reject(nodeError(code, `${endpoint}: ${message}`, redirect));
         } else reject(new SessionClosedError(ErrorCode.MALFORMED, `unexpected ${m.kind.case}`));
       };
       const onError = (e: Error) => {

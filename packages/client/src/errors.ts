@@ -12,3 +12,15 @@ export class SessionClosedError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * The pair ended this session without the guest asking: no stream was attached to it for the
+ * node's guest.sessionIdleSeconds (the guest was away too long), or an operator closed it. Its
+ * contexts and buffers are gone and no node will resume it: open a new session.
+ */
+export class SessionExpiredError extends SessionClosedError {
+  override name = "SessionExpiredError";
+  constructor(message: string) {
+    super(ErrorCode.SESSION_EXPIRED, message);
+  }
+}

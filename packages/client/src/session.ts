@@ -22,9 +22,10 @@ import {
   drop,
   type GuestTls,
   guestChannel,
+  nodeError,
   RedirectError,
 } from "./connection.js";
-import { SessionClosedError } from "./errors.js";
+import { SessionClosedError, SessionExpiredError } from "./errors.js";
 import { FrameWindow } from "./frame-window.js";
 import { MappedBuffer } from "./mapped-buffer.js";
 import { invalidCall, invalidStores } from "./validate.js";
@@ -54,10 +55,14 @@ export interface SessionOptions {
   readonly keepaliveMs?: number;
 }
 
-/** Codes after which trying another node cannot help. */
+/**
+ * Codes after which trying another node cannot help. SESSION_EXPIRED (the pair reaped the
+ * session or an operator closed it) fails the session with a SessionExpiredError.
+ */
 const FATAL = new Set<ErrorCode>([
   ErrorCode.UNAUTHENTICATED,
   ErrorCode.UNKNOWN_SESSION,
+  ErrorCode.SESSION_EXPIRED,
   ErrorCode.LIMIT_EXCEEDED,
   ErrorCode.MALFORMED,
 ]);
@@ -190,11 +195,12 @@ export class Session {
       } catch (e) {
         lastError = e as Error;
         const code = e instanceof SessionClosedError ? e.code : undefined;
-        if (code === ErrorCode.UNKNOWN_SESSION) {
+        if (code === ErrorCode.UNKNOWN_SESSION || code === ErrorCode.SESSION_EXPIRED) {
           // A primary of an older epoch (peer mode, split brain) does not know a session the
-          // other node serves: the session is lost only once no other node can serve it.
+          // other node serves, or reaped it alone: the session is lost only once no other node
+          // can serve it. An expiry is the answer that says the most.
           unknownAt.add(endpoint);
-          unknown = lastError;
+          if (!(unknown instanceof SessionExpiredError)) unknown = lastError;
           failed = endpoint;
         } else if (code !== undefined && FATAL.has(code)) break;
         else if (e instanceof RedirectError && e.redirect !== "") next = e.redirect;
@@ -324,7 +330,7 @@ export class Session {
       }
       case "error": {
         const { code, message, redirect } = m.kind.value;
-        this.lost(conn, new RedirectError(code, message, redirect));
+        this.lost(conn, nodeError(code, message, redirect));
         return;
       }
       case "closed":

@@ -20,9 +20,14 @@ const MIB = 1024 * 1024;
 export const roundMs = (ms: unknown): string =>
   typeof ms === "number" ? String(Math.round(ms)) : "?";
 
+/** Bytes in MiB: one decimal below 10. */
+export function mib(bytes: number): string {
+  const v = bytes / MIB;
+  return v < 10 ? v.toFixed(1) : String(Math.round(v));
+}
+
 export function formatMib(usedBytes: number, totalBytes: number): string {
-  const used = usedBytes / MIB;
-  return `${used < 10 ? used.toFixed(1) : Math.round(used)}/${Math.round(totalBytes / MIB)} MiB`;
+  return `${mib(usedBytes)}/${Math.round(totalBytes / MIB)} MiB`;
 }
 
 /** Primary: "<lease>/<replication>"; standby: its replica state and whether it may promote. */
@@ -54,14 +59,19 @@ function row(v: NodeView): string[] {
   ];
 }
 
-/** Columns are padded to their widest cell; a failed row's problem runs to the end. */
+/** The status table: one row a node. */
 export function renderTable(views: readonly NodeView[]): string {
-  const rows = [[...HEADER], ...views.map(row)];
+  return renderColumns(HEADER, views.map(row));
+}
+
+/** Columns are padded to their widest cell; a short row's last cell runs to the end. */
+export function renderColumns(header: readonly string[], body: readonly string[][]): string {
+  const rows = [[...header], ...body];
   // a short row's last cell spans the columns after it, so it does not widen its own
-  const widths = HEADER.map((_, i) =>
+  const widths = header.map((_, i) =>
     Math.max(
       ...rows
-        .filter((r) => i < r.length - 1 || r.length === HEADER.length)
+        .filter((r) => i < r.length - 1 || r.length === header.length)
         .map((r) => r[i]!.length),
     ),
   );

@@ -5,6 +5,7 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import * as commands from "./commands.js";
 import { CliError, EXIT_CODES_HELP, ExitCode } from "./exit-codes.js";
 import { OpsClient } from "./ops-client.js";
+import * as sessions from "./sessions.js";
 
 const DEFAULT_NODE = "http://127.0.0.1:9400";
 const DEFAULT_TIMEOUT_MS = 5_000;
@@ -72,7 +73,10 @@ function build(finish: (code: ExitCode) => void): Command {
       `ops URL of a node; repeat for each (default: $VGPU_NODES, else ${DEFAULT_NODE})`,
       collect,
     )
-    .option("--token <token>", "admin token for promote/demote/switchover/verify ($VGPU_TOKEN)")
+    .option(
+      "--token <token>",
+      "admin token for promote/demote/switchover/verify/sessions ($VGPU_TOKEN)",
+    )
     .option("--json", "print JSON instead of text")
     .option("--timeout <ms>", "request timeout in ms", positiveInt, DEFAULT_TIMEOUT_MS)
     .addHelpText("after", EXIT_CODES_HELP)
@@ -116,6 +120,17 @@ function build(finish: (code: ExitCode) => void): Command {
     .command("verify")
     .description("compare both replicas' digests at one seq (exit 1 if they differ)")
     .action(run(commands.verify));
+  const sessionsCommand = program
+    .command("sessions")
+    .description(
+      "the guest sessions on the primary: tenant, id, opened, last frame, stream, contexts, VRAM",
+    )
+    .option("--tenant <name>", "only this tenant's sessions")
+    .action((opts: { tenant?: string }) => run((ctx) => sessions.list(ctx, opts.tenant))());
+  sessionsCommand
+    .command("close <id>")
+    .description("end a guest session through the log (its guest gets SESSION_EXPIRED)")
+    .action((id: string) => run((ctx) => sessions.close(ctx, id))());
   return program;
 }
 

@@ -91,10 +91,20 @@ export class OpsClient {
 
   /** POST an admin action; `timeoutMs` overrides the default (switchover waits for the standby). */
   async admin(path: string, timeoutMs?: number): Promise<Record<string, unknown>> {
+    this.needToken();
+    return this.request("POST", path, [200], timeoutMs);
+  }
+
+  /** GET what only the admin token may read (the guest sessions). */
+  async adminGet(path: string): Promise<Record<string, unknown>> {
+    this.needToken();
+    return this.request("GET", path, [200], undefined, true);
+  }
+
+  private needToken(): void {
     if (!this.options.token) {
       throw new CliError(ExitCode.usage, "no admin token: pass --token or set VGPU_TOKEN");
     }
-    return this.request("POST", path, [200], timeoutMs);
   }
 
   private async request<T = Record<string, unknown>>(
@@ -102,10 +112,11 @@ export class OpsClient {
     path: string,
     okStatuses: readonly number[],
     timeoutMs = this.options.timeoutMs,
+    withToken = method === "POST",
   ): Promise<T> {
     const where = `${this.url}: ${method} ${path}`;
     const headers: Record<string, string> = {};
-    if (method === "POST") headers.authorization = `Bearer ${this.options.token}`;
+    if (withToken) headers.authorization = `Bearer ${this.options.token}`;
     let res: Response;
     let text: string;
     try {
