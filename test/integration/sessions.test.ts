@@ -6,7 +6,7 @@
 // the tenant can open again. The ops listing shows exactly what the guests opened; a session
 // closed by `vgpuctl sessions close` is gone on both nodes, its live guest fails with
 // SessionExpiredError, and the admin request is logged with the caller's address.
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -17,9 +17,9 @@ import { createClient, wire } from "@vgpu-ha/common";
 import { afterEach, describe, expect, it } from "vitest";
 import { metrics, sessions, status, waitFor } from "../support/ops-client.js";
 import { LONG_LEASE, OPS_TOKEN, ReplicationPair } from "../support/replication-pair.js";
+import { vgpuctl } from "../support/vgpuctl.js";
 
 const GUEST_BIN = fileURLToPath(new URL("../dist/support/abandoning-guest.js", import.meta.url));
-const VGPUCTL = "packages/client/dist/vgpuctl/main.js";
 const IDLE = { name: "idle", token: "idle-token-000001", vramQuotaBytes: "128MiB", boQuota: 1000 };
 const OPS = { name: "ops", token: "ops-tenant-token-1", vramQuotaBytes: "16MiB", boQuota: 16 };
 const ABANDONED = 300;
@@ -40,8 +40,9 @@ afterEach(async () => {
   pair = undefined;
 });
 
-function startPair(): Promise<ReplicationPair> {
-  return ReplicationPair.start({
+/** A pair in sync (stopped after the test), with short idle sessions. */
+async function startPair(): Promise<ReplicationPair> {
+  pair = await ReplicationPair.start({
     shared: {
       // Six guest processes opening 300 sessions at once on a busy machine must not cost the
       // primary its lease (that defence is issue 12's other work); this test is about reaping.
@@ -55,6 +56,8 @@ function startPair(): Promise<ReplicationPair> {
       tenants: [IDLE, OPS],
     },
   });
+  await pair.waitInSync();
+  return pair;
 }
 
 /** Starts a guest process that opens `count` sessions; resolves with their ids once open. */
@@ -107,23 +110,9 @@ async function resumeAnswer(endpoint: string, tenant: typeof IDLE, sessionId: st
   }
 }
 
-function vgpuctl(...args: string[]) {
-  const env = { ...process.env };
-  delete env.VGPU_NODES;
-  delete env.VGPU_TOKEN;
-  const r = spawnSync(process.execPath, [VGPUCTL, ...args], {
-    encoding: "utf8",
-    timeout: 30_000,
-    env,
-  });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
-
 describe("idle sessions", () => {
   it("300 abandoned sessions are reaped on both nodes, freeing VRAM and the tenant's limit", async () => {
     const p = await startPair();
-    pair = p;
-    await p.waitInSync();
     const endpoint = p.primary.guest;
     const opened = await Promise.all(
       Array.from({ length: ABANDONED / PER_PROCESS }, () => abandoningGuest(endpoint, PER_PROCESS)),
@@ -199,8 +188,6 @@ describe("idle sessions", () => {
 describe("sessions for operators", () => {
   it("vgpuctl lists the sessions and closes one through the log: gone on both nodes", async () => {
     const p = await startPair();
-    pair = p;
-    await p.waitInSync();
     const endpoint = p.primary.guest;
     const [kept, doomed] = await Promise.all(
       [0, 1].map(() => Session.open({ endpoint, tenant: OPS.name, token: OPS.token })),

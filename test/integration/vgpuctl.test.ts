@@ -1,31 +1,17 @@
 // Proves the vgpuctl CLI against a real pair: run as a child process (the built bin), it shows
 // both nodes, verifies, switches over with progress, and its exit codes say what went wrong
 // (refused token 4, unreachable node 3, usage 2).
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { ADMIN, FailoverPair } from "../support/failover-pair.js";
 import { status, waitFor } from "../support/ops-client.js";
-
-const BIN = "packages/client/dist/vgpuctl/main.js";
+import { VGPUCTL_BIN as BIN, vgpuctl } from "../support/vgpuctl.js";
 
 let pair: FailoverPair | undefined;
 afterEach(async () => {
   await pair?.cleanup();
   pair = undefined;
 });
-
-/** Runs vgpuctl with a clean environment (no VGPU_* from the caller). */
-function vgpuctl(...args: string[]) {
-  const env = { ...process.env };
-  delete env.VGPU_NODES;
-  delete env.VGPU_TOKEN;
-  const r = spawnSync(process.execPath, [BIN, ...args], {
-    encoding: "utf8",
-    timeout: 30_000,
-    env,
-  });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 /** Starts `vgpuctl watch`, waits for two redraws, sends SIGINT: its exit code and output. */
 function watchTwice(...args: string[]): Promise<{ code: number | null; out: string }> {

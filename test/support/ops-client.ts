@@ -1,5 +1,6 @@
 // Reads a node's ops HTTP port the way an operator would (status, digest, Prometheus metrics,
 // verify, test fault injection), and waits for conditions without fixed sleeps.
+import type { SessionView } from "@vgpu-ha/common";
 
 export interface OpsNode {
   /** Base URL of the node's ops server. */
@@ -152,29 +153,17 @@ export async function waitFor<T>(
   }
 }
 
-/** One guest session as GET /v1/sessions lists it. */
-export interface SessionRow {
-  readonly tenant: string;
-  readonly id: string;
-  readonly opened: string | null;
-  readonly lastFrame: number;
-  readonly attached: boolean;
-  readonly idleSince: string | null;
-  readonly contexts: number;
-  readonly vramBytes: number;
-}
-
 /** GET /v1/sessions (admin token), of one tenant when given. */
 export async function sessions(
   node: OpsNode,
   token: string,
   tenant?: string,
-): Promise<SessionRow[]> {
+): Promise<SessionView[]> {
   const query = tenant === undefined ? "" : `?tenant=${encodeURIComponent(tenant)}`;
   const res = await fetch(`${node.ops}/v1/sessions${query}`, {
     headers: { authorization: `Bearer ${token}` },
   });
   const body = await res.text();
   if (res.status !== 200) throw new Error(`GET /v1/sessions: ${res.status} ${body}`);
-  return (JSON.parse(body) as { sessions: SessionRow[] }).sessions;
+  return (JSON.parse(body) as { sessions: SessionView[] }).sessions;
 }

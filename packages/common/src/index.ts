@@ -14,6 +14,7 @@ export * from "./errors.js";
 export * from "./grpc/service-adapter.js";
 export * from "./log.js";
 export * from "./metrics.js";
+export * from "./session-view.js";
 export * from "./tls/cert-names.js";
 export * from "./tls/peer-credentials.js";
 export * from "./tls/tls-files.js";

@@ -15,5 +15,5 @@ export {
 export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
 export { GuestService, type GuestServiceDeps } from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
-export { listSessions, type SessionView } from "./session-list.js";
+export { listSessions } from "./session-list.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";

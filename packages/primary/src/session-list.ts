@@ -2,25 +2,9 @@
 // replicated session table (tenant, id, last frame, contexts, VRAM) and, on a primary, this
 // node's own view of its streams (opened, attached or idle since). Times are wall-clock ISO
 // strings for display, converted from the monotonic times the idle rule uses.
-import type { Clock } from "@vgpu-ha/common";
+import type { Clock, SessionView } from "@vgpu-ha/common";
 import type { Backend } from "@vgpu-ha/gpu-model";
 import type { IdleSessions } from "./core/idle-sessions.js";
-
-export interface SessionView {
-  readonly tenant: string;
-  readonly id: string;
-  /** When this node opened it; null when it was opened before this node served it. */
-  readonly opened: string | null;
-  /** The last frame number applied. */
-  readonly lastFrame: number;
-  /** A guest stream is attached now (always false on a standby: it serves no streams). */
-  readonly attached: boolean;
-  /** Since when no stream has been attached (null while one is, and on a standby). */
-  readonly idleSince: string | null;
-  readonly idleSeconds: number | null;
-  readonly contexts: number;
-  readonly vramBytes: number;
-}
 
 /** Every session (of `tenant` when given), by tenant then id. */
 export function listSessions(

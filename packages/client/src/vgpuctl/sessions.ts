@@ -1,32 +1,20 @@
 // `vgpuctl sessions [--tenant T]` and `vgpuctl sessions close ID`: the guest sessions the
 // primary holds (GET /v1/sessions) and ending one through the log (POST /v1/sessions/ID/close).
+import type { SessionView } from "@vgpu-ha/common";
 import { type Context, find } from "./commands.js";
 import { ExitCode } from "./exit-codes.js";
 import { mib, renderColumns } from "./format.js";
 
-/** One session as GET /v1/sessions answers it (packages/primary/src/session-list.ts). */
-interface SessionRow {
-  readonly tenant: string;
-  readonly id: string;
-  readonly opened: string | null;
-  readonly lastFrame: number;
-  readonly attached: boolean;
-  readonly idleSince: string | null;
-  readonly idleSeconds: number | null;
-  readonly contexts: number;
-  readonly vramBytes: number;
-}
-
 const HEADER = ["TENANT", "SESSION", "OPENED", "LAST FRAME", "STREAM", "CONTEXTS", "VRAM"];
 
 /** "attached", or "idle 42 s (since 12:00:01)"; "idle" alone when the node has no time. */
-function streamOf(s: SessionRow): string {
+function streamOf(s: SessionView): string {
   if (s.attached) return "attached";
   if (s.idleSeconds === null || s.idleSince === null) return "idle";
   return `idle ${Math.floor(s.idleSeconds)} s (since ${s.idleSince})`;
 }
 
-function row(s: SessionRow): string[] {
+function row(s: SessionView): string[] {
   return [
     s.tenant,
     s.id,
@@ -43,7 +31,7 @@ export async function list(ctx: Context, tenant: string | undefined): Promise<Ex
   const t = await find(ctx, "primary");
   const query = tenant === undefined ? "" : `?tenant=${encodeURIComponent(tenant)}`;
   const r = await t.client.adminGet(`/v1/sessions${query}`);
-  const sessions = (r.sessions ?? []) as SessionRow[];
+  const sessions = (r.sessions ?? []) as SessionView[];
   if (ctx.json) {
     ctx.out(JSON.stringify(r));
     return ExitCode.ok;

@@ -95,6 +95,13 @@ const entries: Entry[] = [
   { seq: 9, body: { kind: "sessionClose", sessionId: "s4", reason: "operator" } },
 ];
 
+/** A primary message carrying one wire entry, as given. */
+const withEntry = (entry: object) =>
+  create(PrimaryMessageSchema, {
+    epoch: 1n,
+    kind: { case: "entries", value: { entries: [entry] } },
+  });
+
 const meta: SnapshotMeta = {
   nextContextHandle: 3,
   contexts: [
@@ -243,11 +250,6 @@ describe("replication codec", () => {
   });
 
   it("reports an entry without a kind, or a call entry missing a part, as malformed", () => {
-    const withEntry = (entry: object) =>
-      create(PrimaryMessageSchema, {
-        epoch: 1n,
-        kind: { case: "entries", value: { entries: [entry] } },
-      });
     const call = { op: { case: "fence" as const, value: { context: 1 } } };
     const callEntry = (value: object) => ({ seq: 1n, kind: { case: "call" as const, value } });
     for (const entry of [
@@ -269,14 +271,7 @@ describe("replication codec", () => {
       seq: 1n,
       kind: { case: "sessionClose" as const, value: { sessionId: "s", reason: 9 } },
     };
-    expect(
-      decodePrimaryMessage(
-        create(PrimaryMessageSchema, {
-          epoch: 1n,
-          kind: { case: "entries", value: { entries: [entry] } },
-        }),
-      ),
-    ).toBeInstanceOf(MalformedError);
+    expect(decodePrimaryMessage(withEntry(entry))).toBeInstanceOf(MalformedError);
   });
 
   it("reports 64-bit numbers beyond the safe range as malformed", () => {

@@ -25,6 +25,7 @@ import {
   type ReplicationGauges,
   ReplicationLog,
   releasableSeq,
+  type SessionView,
   type SoloMark,
   type StandbyLinkState,
   type StandbyMessage,
@@ -46,7 +47,6 @@ import {
   type SenderEvent,
   Sequencer,
   SessionAdmission,
-  type SessionView,
   TenantAuth,
 } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";

@@ -8,10 +8,10 @@ import type {
   NodeMetrics,
   PeerChannel,
   ReplicationGauges,
+  SessionView,
   wire,
 } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
-import type { SessionView } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import type { Readiness } from "../ops/ops-app.js";

@@ -7,10 +7,11 @@ import {
   mayAcquire,
   NO_REPLICATION,
   type ReplicationGauges,
+  type SessionView,
   watchStandbyLease,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
-import { listSessions, type SessionView } from "@vgpu-ha/primary";
+import { listSessions } from "@vgpu-ha/primary";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
