@@ -230,11 +230,14 @@ export class PrimaryRole implements Role {
   // ---- sessions: the idle reaper and operators ----
 
   /**
-   * Closes the sessions idle past guest.sessionIdleSeconds; not while fenced (the entries would
-   * wait, and a standby taking over starts its own idle clocks) nor during a switchover.
+   * Closes the sessions idle past guest.sessionIdleSeconds; not while fenced (peer or etcd
+   * lease: the entries would wait, and a standby taking over starts its own idle clocks) nor
+   * during a switchover.
    */
   private reapIdle(): void {
-    if (this.stopping || this.handedOff || this.handingOver || this.lease === "fenced") return;
+    if (this.stopping || this.handedOff || this.handingOver) return;
+    if (this.leaseState() === "fenced") return; // etcd mode: without its etcd lease
+
     this.guests.reapIdle(REAP_MAX_PER_CHECK);
   }
 
