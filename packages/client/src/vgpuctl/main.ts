@@ -97,7 +97,10 @@ function build(finish: (code: ExitCode) => void): Command {
   program
     .command("promote")
     .description("promote the standby (refused while a primary holds its lease)")
-    .option("--force", "promote even if the standby is not an eligible replica")
+    .option(
+      "--force",
+      "UNSAFE: promote even while the primary holds its lease or the replica is not eligible (two primaries; the lower epoch discards its state)",
+    )
     .action((opts: { force?: boolean }) =>
       run((ctx) => commands.promote(ctx, opts.force === true))(),
     );

@@ -55,6 +55,10 @@ describe("config", () => {
       /tenants: tenant names must be unique/,
     ],
     [{ role: "primary", ops: { token: "a-secret-token-0001" } }, /peer\.replicationAddress/],
+    [
+      { role: "standby", ops: { token: "a-secret-token-0001" } },
+      /peer\.name: required for a primary or standby/,
+    ],
     [{ devcie: {} }, /devcie|Unrecognized key/],
     [{ log: { level: "loud" } }, /log\.level = "loud"/],
     [{ lease: { heartbeatMs: 300 } }, /lease: heartbeat 300 ms must be at most a third/],

@@ -175,6 +175,14 @@ export const ConfigSchema = z
         driftMarginMs: ms(0, 600_000).default(50),
         /** Largest relative difference of the two hosts' clock rates the margin must cover. */
         maxDriftRatio: z.number().min(0).max(0.1).default(0.01),
+        /**
+         * The lease thread (peer mode): heartbeats and their acknowledgements also travel on a
+         * thread of their own over UDP (the replication port number), so a busy main loop does
+         * not cost the lease. It renews only while the main loop has turned within this long:
+         * a hung primary keeps its lease at most watchdogMs + durationMs. 0: no lease thread
+         * (the lease rides on the replication stream alone).
+         */
+        watchdogMs: ms(0, 60_000).default(2000),
         etcd: z
           .strictObject({
             /** etcd client URLs, e.g. http://10.0.0.9:2379. */
@@ -203,9 +211,18 @@ export const ConfigSchema = z
       .prefault({}),
     peer: z
       .strictObject({
-        name: z.string().min(1).max(64).default("peer"),
+        /**
+         * The peer's nodeId. Required for a primary or standby: a replication hello or Probe
+         * from any other node id (or another clusterId) is refused before its epoch is read.
+         */
+        name: z.string().max(64).default(""),
         /** The peer's replication address (the primary dials it). */
         replicationAddress: address.optional(),
+        /**
+         * Where the lease thread sends heartbeats (UDP); default: peer.replicationAddress.
+         * Set it when the replication address is a proxy or a name that only carries TCP.
+         */
+        leaseAddress: address.optional(),
         /** The peer's guest address, given to guests that reach the wrong node. */
         guestAddress: address.optional(),
       })
@@ -222,7 +239,10 @@ export const ConfigSchema = z
       .prefault({}),
     testing: z
       .strictObject({
-        /** Enables POST /v1/test/corrupt (test-only divergence injection). Never in production. */
+        /**
+         * Enables POST /v1/test/corrupt (divergence injection) and POST /v1/test/stall?ms=N
+         * (blocks the main event loop). Test-only: never in production.
+         */
         faultInjection: z.boolean().default(false),
       })
       .prefault({}),
@@ -284,6 +304,15 @@ export const ConfigSchema = z
     if (etcdWhy !== null) {
       ctx.addIssue({ code: "custom", message: etcdWhy, path: ["lease", "etcd"] });
     }
+  })
+  .refine((c) => c.lease.watchdogMs === 0 || c.lease.watchdogMs >= 2 * c.lease.heartbeatMs, {
+    message: "must be 0 (no lease thread) or at least two heartbeats (lease.heartbeatMs)",
+    path: ["lease", "watchdogMs"],
+  })
+  .refine((c) => c.role === "standalone" || c.peer.name !== "", {
+    message:
+      "required for a primary or standby: the peer's nodeId (only a peer naming itself so is believed)",
+    path: ["peer", "name"],
   })
   .refine((c) => c.guest.tls === "off" || c.tls !== undefined, {
     message: "guest.tls needs the tls section (ca, cert, key)",
