@@ -3,6 +3,7 @@
 // problem naming the field. (At start the node binds them for real; this finds it earlier.)
 import { createServer } from "node:net";
 import { type Config, ConfigError } from "@vgpu-ha/common";
+import { splitHostPort } from "../node.js";
 
 const WHY: Record<string, string> = {
   EADDRINUSE: "in use on this host",
@@ -13,9 +14,7 @@ const WHY: Record<string, string> = {
 };
 
 function tryBind(address: string): Promise<string | null> {
-  const cut = address.lastIndexOf(":");
-  const host = address.slice(0, cut).replace(/^\[(.*)\]$/, "$1");
-  const port = Number(address.slice(cut + 1));
+  const [host, port] = splitHostPort(address);
   return new Promise((resolve) => {
     const server = createServer();
     server.once("error", (e: NodeJS.ErrnoException) =>
