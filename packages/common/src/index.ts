@@ -1,5 +1,6 @@
 export * from "./calls.js";
 export * from "./clock.js";
+export * from "./config/host-checks.js";
 export * from "./config/load.js";
 export * from "./config/schema.js";
 export * from "./core/entries.js";

@@ -28,7 +28,6 @@ import {
   type PeerIdentityRule,
   peerChannel,
   promotionEpoch,
-  readTlsFiles,
   standbyWithoutPrimary,
   stepDownEpoch,
   systemClock,
@@ -36,6 +35,7 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
+import { checkBeforeStart } from "./check/start-checks.js";
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { LeaseThread } from "./lease/lease-thread.js";
 import { buildOpsApp } from "./ops/ops-app.js";
@@ -89,7 +89,7 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
-    this.tls = config.tls ? readTlsFiles(config.tls) : undefined;
+    this.tls = checkBeforeStart(config);
     this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
       config.lease.mode === "etcd" && config.role !== "standalone"
@@ -164,41 +164,49 @@ export class VgpuNode implements Supervisor {
   async start(): Promise<NodeAddresses> {
     const { config } = this;
     this.currentEpoch = this.store.read();
-    this.guestServer = await startGrpcServer(
+    this.guestServer = await bound(
+      "guest.listen",
       config.guest.listen,
-      config.guest.maxMessageBytes,
-      guestService({ session: (stream) => this.role.serveGuest(stream) }),
-      {
-        maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
-        ...(this.tls && config.guest.tls !== "off"
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
-                onRefused: this.tlsRefusals("guest"),
-              },
-            }
-          : {}),
-      },
+      startGrpcServer(
+        config.guest.listen,
+        config.guest.maxMessageBytes,
+        guestService({ session: (stream) => this.role.serveGuest(stream) }),
+        {
+          maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+          ...(this.tls && config.guest.tls !== "off"
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
+                  onRefused: this.tlsRefusals("guest"),
+                },
+              }
+            : {}),
+        },
+      ),
     );
     if (config.role !== "standalone") {
-      this.replicationServer = await startGrpcServer(
+      this.replicationServer = await bound(
+        "replication.listen",
         config.replication.listen,
-        config.guest.maxMessageBytes,
-        replicationService({
-          stream: (call) => this.role.acceptReplication(call),
-          probe: (call, callback) => this.answerProbe(call, callback),
-        }),
-        this.tls
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: "required",
-                peerName: config.peer.name,
-                onRefused: this.tlsRefusals("replication"),
-              },
-            }
-          : {},
+        startGrpcServer(
+          config.replication.listen,
+          config.guest.maxMessageBytes,
+          replicationService({
+            stream: (call) => this.role.acceptReplication(call),
+            probe: (call, callback) => this.answerProbe(call, callback),
+          }),
+          this.tls
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: "required",
+                  peerName: config.peer.name,
+                  onRefused: this.tlsRefusals("replication"),
+                },
+              }
+            : {},
+        ),
       );
     }
     this.leaseThread = this.startLeaseThread();
@@ -212,7 +220,11 @@ export class VgpuNode implements Supervisor {
       this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
     }
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
-    const ops = await this.ops.listen({ host: opsHost, port: opsPort });
+    const ops = await bound(
+      "ops.listen",
+      config.ops.listen,
+      this.ops.listen({ host: opsHost, port: opsPort }),
+    );
     const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
     const addresses: NodeAddresses = {
       guest: `${host(config.guest.listen)}:${this.guestServer.port}`,
@@ -614,6 +626,16 @@ export class OpsRefusal extends Error {
     super(message);
     this.status = status;
     this.code = code === undefined ? undefined : errorName(code);
+  }
+}
+
+/** A listener that failed to bind says which field: "ops.listen 10.0.0.1:9400: …". */
+async function bound<T>(field: string, address: string, binding: Promise<T>): Promise<T> {
+  try {
+    return await binding;
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new Error(`${field} ${address}: cannot bind: ${why}`, { cause: e });
   }
 }
 

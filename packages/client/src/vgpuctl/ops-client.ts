@@ -92,7 +92,7 @@ export class OpsClient {
   /** POST an admin action; `timeoutMs` overrides the default (switchover waits for the standby). */
   async admin(path: string, timeoutMs?: number): Promise<Record<string, unknown>> {
     if (!this.options.token) {
-      throw new CliError(ExitCode.usage, "no admin token: pass --token or set VGPU_TOKEN");
+      throw new CliError(ExitCode.usage, "no admin token: pass --token or set VGPUCTL_TOKEN");
     }
     return this.request("POST", path, [200], timeoutMs);
   }

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { checkEtcdLeaseTerms } from "../core/etcd-lease.js";
 import { checkLeaseTerms } from "../core/lease.js";
+import { listenerClash, portOf, sharedToken } from "./relations.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
 
@@ -26,7 +27,8 @@ const count = (min: number, max: number) => z.number().int().min(min).max(max);
 /** host:port, port 0 meaning "any free port". */
 const address = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port");
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port")
+  .refine((a) => portOf(a) <= 65535, "port must be 0 to 65535");
 
 export const TenantSchema = z
   .strictObject({
@@ -325,6 +327,29 @@ export const ConfigSchema = z
   .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
     message: "tenant names must be unique",
     path: ["tenants"],
+  })
+  .refine((c) => c.peer.name !== c.nodeId, {
+    message: "must not be this node's own nodeId (peer.name is the other node's)",
+    path: ["peer", "name"],
+  })
+  .superRefine((c, ctx) => {
+    const clash = listenerClash({
+      "guest.listen": c.guest.listen,
+      "ops.listen": c.ops.listen,
+      // A standalone node does not bind its replication port.
+      ...(c.role !== "standalone" ? { "replication.listen": c.replication.listen } : {}),
+    });
+    if (clash !== null) {
+      const [field, value, other] = clash;
+      const message = `${JSON.stringify(value)} is also ${other}: each listener needs its own address`;
+      ctx.addIssue({ code: "custom", message, path: field.split(".") });
+    }
+    const shared = sharedToken(c.tenants);
+    if (shared !== null) {
+      const [index, other] = shared;
+      const message = `the same token as tenants.${other}: each tenant needs its own`;
+      ctx.addIssue({ code: "custom", message, path: ["tenants", index, "token"] });
+    }
   });
 
 export type Config = z.infer<typeof ConfigSchema>;
