@@ -3,7 +3,7 @@
 // drift margin. Used by the main thread's EtcdArbiter and by the lease thread (lease-worker.ts),
 // each with its own etcd client: the lease thread's copy keeps the key while the main loop is
 // busy (within the watchdog), the arbiter's copy keeps it if the thread is gone.
-import { etcdLeaseEndMs } from "@vgpu-ha/common";
+import { etcdLeaseEndMs } from "@vgpu-ha/common/etcd-lease";
 import type { Etcd3 } from "etcd3";
 
 type KeepAliveStream = Awaited<ReturnType<Etcd3["leaseClient"]["leaseKeepAlive"]>>;

@@ -6,7 +6,7 @@
 //   0  u32  magic "VGL1"        8  f64  epoch      24  f64  sentMs (the primary's clock)
 //   4  u8   kind (1 hb, 2 ack)  16  f64  counter    32  [32] HMAC-SHA256(key, bytes 0..31)
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { LeaseDatagramKind, LeaseHeartbeat } from "@vgpu-ha/common";
+import type { LeaseDatagramKind, LeaseHeartbeat } from "@vgpu-ha/common/lease-channel";
 
 export const LEASE_DATAGRAM_BYTES = 64;
 const MAGIC = 0x56474c31; // "VGL1"

@@ -1,7 +1,7 @@
 // The lease thread's etcd part: keeps the leader key's etcd lease alive with a client of its
 // own, while the main loop turns (the watchdog), and publishes until when the lease surely
 // holds. A lease etcd says is gone is reported to the main thread, which drops the key.
-import { mayRenew } from "@vgpu-ha/common";
+import { mayRenew } from "@vgpu-ha/common/lease-channel";
 import { noop } from "cockatiel";
 import { Etcd3 } from "etcd3";
 import { EtcdKeepAlive } from "./etcd-keepalive.js";

@@ -6,13 +6,14 @@
 // counter newer than any before (core/lease-channel.ts, lease-datagram.ts).
 import { createSocket, type RemoteInfo } from "node:dgram";
 import { parentPort, workerData } from "node:worker_threads";
+// The pure rules only: the barrel would load grpc, pino and the rest into this thread.
 import {
   LeaseDatagramKind,
   mayRenew,
   newestAckedMs,
   type StandbyChannelState,
   standbyTakes,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/lease-channel";
 import { decodeLeaseDatagram, encodeLeaseDatagram } from "./lease-datagram.js";
 import {
   type LeaseRoleMessage,
@@ -21,7 +22,7 @@ import {
   SLOT_COUNT,
   Slot,
 } from "./lease-shared.js";
-import { EtcdWorker } from "./lease-worker-etcd.js";
+import type { EtcdWorker } from "./lease-worker-etcd.js";
 
 const data = workerData as LeaseWorkerData;
 const shared = new BigInt64Array(data.shared, 0, SLOT_COUNT);
@@ -47,25 +48,29 @@ function view() {
   };
 }
 
-const etcd = new EtcdWorker(data, {
-  nowMs,
-  view,
-  setEndMs: (endMs) => store(Slot.etcdEndUs, endMs * 1000),
-  answered: () => bump(Slot.etcdAnswers),
-  post: (message) => parentPort?.postMessage(message),
-});
+// etcd mode only: its client (and grpc) is loaded only there.
+const etcd: EtcdWorker | undefined =
+  data.mode === "etcd"
+    ? new (await import("./lease-worker-etcd.js")).EtcdWorker(data, {
+        nowMs,
+        view,
+        setEndMs: (endMs) => store(Slot.etcdEndUs, endMs * 1000),
+        answered: () => bump(Slot.etcdAnswers),
+        post: (message) => parentPort?.postMessage(message),
+      })
+    : undefined;
 
 function onRole(m: LeaseRoleMessage): void {
   if (m.kind === "close") {
     clearInterval(timer);
     if (data.mode === "peer") socket.close();
-    etcd.close();
+    etcd?.close();
     parentPort?.close();
     return;
   }
   if (m.kind === "etcd") {
     store(Slot.etcdEndUs, 0);
-    etcd.hold(m.leaseId);
+    etcd?.hold(m.leaseId);
     store(Slot.workerGeneration, m.generation);
     return;
   }
@@ -84,7 +89,7 @@ function onRole(m: LeaseRoleMessage): void {
     store(Slot.ackedSentUs, 0);
     store(Slot.heardUs, 0);
     store(Slot.etcdEndUs, 0);
-    etcd.hold(undefined);
+    etcd?.hold(undefined);
     role = { kind: "none" };
   }
   store(Slot.workerGeneration, m.generation);
