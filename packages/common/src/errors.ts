@@ -136,6 +136,24 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "message from an older epoch",
   ),
   [ErrorCode.INTERNAL]: info("INTERNAL", GrpcStatus.INTERNAL, false, "internal error"),
+  [ErrorCode.NOT_STANDBY]: info(
+    "NOT_STANDBY",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the action runs on a standby",
+  ),
+  [ErrorCode.REPLICA_INELIGIBLE]: info(
+    "REPLICA_INELIGIBLE",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the standby is not an eligible replica (incomplete or diverged)",
+  ),
+  [ErrorCode.HANDOVER_FAILED]: info(
+    "HANDOVER_FAILED",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no standby in sync to hand over to",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

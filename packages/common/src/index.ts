@@ -9,6 +9,7 @@ export * from "./core/lease.js";
 export * from "./core/log.js";
 export * from "./core/messages.js";
 export * from "./core/release.js";
+export * from "./core/resync-progress.js";
 export * from "./core/snapshot.js";
 export * from "./errors.js";
 export * from "./grpc/service-adapter.js";
