@@ -154,6 +154,12 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     true,
     "no standby in sync to hand over to",
   ),
+  [ErrorCode.NO_PRIMARY_IN_SIGHT]: info(
+    "NO_PRIMARY_IN_SIGHT",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no primary in sight to resync from",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {
