@@ -126,10 +126,12 @@ async function waitStreaming(primary: SpawnedNode): Promise<void> {
 }
 
 async function verifyPair(primary: SpawnedNode) {
-  return (await getJson(`${primary.ops}/v1/verify`, {
+  const v = (await getJson(`${primary.ops}/v1/verify`, {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   })) as { equal: boolean; seq: number; primary: string; standby: string };
+  console.log(JSON.stringify(v));
+  return v;
 }
 
 /** Increments a counter buffer in a loop and prints each node's status until a signal. */
