@@ -44,7 +44,7 @@ function vgpuctl(...args: string[]) {
 }
 
 const roleOf = async (p: FailoverPair, n: "a" | "b") => (await status(p.node(n))).role;
-const full = (p: FailoverPair) => (s: NodeStatus) => s.replication?.state === "streaming";
+const streaming = (s: NodeStatus) => s.replication?.state === "streaming";
 
 describe("operators", () => {
   it("status matches its schema on a standalone node", async () => {
@@ -56,7 +56,7 @@ describe("operators", () => {
   it("pause holds the takeover, resume releases it; history, reinit, schema and log keys", async () => {
     pair = await FailoverPair.create({ lease: { durationMs: LEASE_MS, heartbeatMs: 100 } });
     const p = pair;
-    await waitFor("a streaming", async () => full(p)(await status(p.node("a"))), {
+    await waitFor("a streaming", async () => streaming(await status(p.node("a"))), {
       timeoutMs: 20_000,
     });
     expectValidStatus(await status(p.node("a")));
@@ -84,7 +84,7 @@ describe("operators", () => {
 
     // a comes back as b's standby (a snapshot), then is told to take a fresh one.
     await p.start("a");
-    await waitFor("b streaming to a", async () => full(p)(await status(p.node("b"))), {
+    await waitFor("b streaming to a", async () => streaming(await status(p.node("b"))), {
       timeoutMs: 30_000,
     });
     expectValidStatus(await status(p.node("b")));
