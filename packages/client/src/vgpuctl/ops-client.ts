@@ -1,6 +1,9 @@
 // A small client of one node's ops HTTP API: every request has a timeout, and every failure
 // becomes a CliError whose exit code says what kind it was (unreachable, refused, other).
+import type { RoleChange } from "@vgpu-ha/common";
 import { CliError, ExitCode } from "./exit-codes.js";
+
+export type { RoleChange };
 
 /** A snapshot under way, as the primary reports it (docs/status.schema.json). */
 export interface ResyncStatus {
@@ -9,18 +12,6 @@ export interface ResyncStatus {
   readonly percent: number;
   readonly rateBytesPerSecond: number;
   readonly etaSeconds: number | null;
-}
-
-/** One entry of a node's role history (GET /v1/history). */
-export interface RoleChange {
-  readonly at: string;
-  readonly node: string;
-  readonly epoch: number;
-  readonly from: string;
-  readonly to: string;
-  readonly reason: string;
-  readonly seq: number;
-  readonly by: string;
 }
 
 /** The parts of GET /v1/status that vgpuctl shows; the rest is passed through. */

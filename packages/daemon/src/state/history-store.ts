@@ -3,24 +3,10 @@
 // skipped on read. Role changes are rare (a few hundred bytes each), so the file is not
 // rotated; reads return the newest HISTORY_READ_MAX entries.
 import { join } from "node:path";
+import type { RoleChange } from "@vgpu-ha/common";
 import { appendDurably, readOrUndefined } from "./durable-file.js";
 
-export interface RoleChange {
-  /** Wall-clock time of the change (ISO 8601). */
-  readonly at: string;
-  readonly node: string;
-  /** The epoch the node holds after the change. */
-  readonly epoch: number;
-  /** The role before: "none" at process start. */
-  readonly from: string;
-  readonly to: string;
-  /** cold_start, start, lease_expired, switchover, manual, higher_epoch, reinit, … */
-  readonly reason: string;
-  /** The last seq the node's state held at the change. */
-  readonly seq: number;
-  /** Who asked: "operator <remote address>", "peer" (a handover) or "automatic". */
-  readonly by: string;
-}
+export type { RoleChange };
 
 export const HISTORY_FILE = "history.jsonl";
 export const HISTORY_READ_MAX = 1000;

@@ -3,20 +3,10 @@
 // total; and every heartbeat carries the maintenance flag the node set.
 import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
+import { testSenderOptions } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";
 
-const options = {
-  clusterId: "c",
-  nodeId: "a",
-  maxBatchEntries: 16,
-  maxBatchBytes: 65536,
-  maxInflightEntries: 64,
-  maxInflightBytes: 1 << 20,
-  snapshotWindowChunks: 2,
-  heartbeatMs: 100,
-  retransmitMs: 10_000,
-  retainBytes: 1 << 20,
-};
+const options = testSenderOptions({ snapshotWindowChunks: 2, retransmitMs: 10_000 });
 
 /** Four chunks, each covering 1000 more bytes of a 4000-byte snapshot. */
 function fakeStream(): SnapshotStream {
