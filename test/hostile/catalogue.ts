@@ -2,13 +2,14 @@
 // counters must count it, how many epoch changes it may cause (0, except a forced promote),
 // and how to run it at the harness's scale ("full": the figures of issue 12) or the test's
 // ("short": the same attacks, smaller and shorter, for npm test on a shared machine).
-import { abandonSessions, manySessions } from "./attacks/sessions.js";
 import { crossedPair } from "./attacks/crossed-pair.js";
 import { garbage } from "./attacks/garbage.js";
+import { hostileTenant } from "./attacks/hostile-tenant.js";
 import type { AttackerTls, AttackOutcome } from "./attacks/outcome.js";
 import { sleep } from "./attacks/outcome.js";
 import { promote } from "./attacks/promote.js";
 import { rapidReset } from "./attacks/rapid-reset.js";
+import { abandonSessions, manySessions } from "./attacks/sessions.js";
 import { silentStreams } from "./attacks/silent-streams.js";
 import { slowloris } from "./attacks/slowloris.js";
 import { type HelloKind, strayHellos } from "./attacks/stray-hello.js";
@@ -38,6 +39,8 @@ export interface AttackContext {
   readonly epoch: number;
   /** Tenant the session attacks use (its own, so the normal guest's quota is untouched). */
   readonly sessionTenant: { name: string; token: string };
+  /** The hostile tenant (small quotas) of the hostile-tenant attack. */
+  readonly hostileTenant: { name: string; token: string };
   /** The pair's idle timeout (guest.sessionIdleSeconds), when this vgpud has one. */
   readonly sessionIdleSeconds: number | undefined;
   /** TLS material of a copy of the pair: a certificate of the pair's CA per node name. */
@@ -107,7 +110,11 @@ const rapid = (connections: number): AttackDef => ({
 /** What an abandoned session costs until reaped: wait for the reaper, then open as many again. */
 async function abandonAndReopen(c: AttackContext): Promise<AttackOutcome> {
   const count = 300;
-  const tenant = { target: c.node.guest, tenant: c.sessionTenant.name, token: c.sessionTenant.token };
+  const tenant = {
+    target: c.node.guest,
+    tenant: c.sessionTenant.name,
+    token: c.sessionTenant.token,
+  };
   const abandoned = await abandonSessions({ ...tenant, count });
   if (c.sessionIdleSeconds === undefined) {
     return {
@@ -242,6 +249,27 @@ export function plaintextAttacks(): AttackDef[] {
           tenant: c.sessionTenant.name,
           token: c.sessionTenant.token,
           count: 400,
+        }),
+    },
+    {
+      name: "hostile-tenant",
+      at: "primary",
+      port: "guest",
+      refusalMetrics: ["vgpu_refusal_throttles_total"],
+      expectedEpochChanges: 0,
+      tls: false,
+      check: (o) => [
+        ...((o.answers.QUOTA_EXCEEDED ?? 0) > 0
+          ? []
+          : ["the hostile tenant was never refused its quota"]),
+        ...expectAnswer("OK", 4)(o),
+      ],
+      run: (c) =>
+        hostileTenant({
+          target: c.node.guest,
+          tenant: c.hostileTenant.name,
+          token: c.hostileTenant.token,
+          durationMs: c.scale === "full" ? 10_000 : 3000,
         }),
     },
     promoteAttack(false),

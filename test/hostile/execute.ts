@@ -24,14 +24,16 @@ export interface AttackResult {
   readonly durationS: number;
   readonly outcome: AttackOutcome | null;
   readonly observation: Observation;
-  readonly guest: GuestVerdict;
+  /** The normal guest's verdict (null: none ran, as against an operator's pair). */
+  readonly guest: GuestVerdict | null;
   /** Every check that failed, in words (empty: the pair held). */
   readonly failures: string[];
 }
 
 export interface ExecuteOptions {
   readonly nodes: readonly PairNode[];
-  readonly guest: GuestCredentials;
+  /** The normal guest's credentials; none runs without them. */
+  readonly guest?: GuestCredentials;
   /** Calm measured before the attack (the ratio's denominator). */
   readonly beforeMs: number;
   readonly seed: number;
@@ -47,10 +49,10 @@ export async function execute(
     { name: ctx.node.id, opsUrl: ctx.node.opsUrl, pid: ctx.node.pid, logFile: ctx.node.logFile },
     def.refusalMetrics,
   );
-  const guest = new NormalGuest(options.guest, options.seed);
-  await guest.start(options.beforeMs);
+  const guest = options.guest ? new NormalGuest(options.guest, options.seed) : undefined;
+  await guest?.start(options.beforeMs);
   await observer.start();
-  guest.mark();
+  guest?.mark();
   const started = performance.now();
   let outcome: AttackOutcome | null = null;
   let attackError: string | undefined;
@@ -59,10 +61,10 @@ export async function execute(
   } catch (e) {
     attackError = (e as Error).message;
   }
-  guest.mark();
+  guest?.mark();
   const durationS = (performance.now() - started) / 1000;
   const observation = await observer.stop();
-  const verdict = await guest.stop();
+  const verdict = guest ? await guest.stop() : null;
   const failures = judge(def, outcome, observation, verdict);
   if (attackError) failures.unshift(`the attack tool failed: ${attackError}`);
   return {
@@ -71,8 +73,8 @@ export async function execute(
     port: def.port,
     epochChanges: observation.epochChanges,
     expectedEpochChanges: def.expectedEpochChanges,
-    guestRatio: verdict.guestRatio,
-    lostAcked: verdict.lostAcked,
+    guestRatio: verdict?.guestRatio ?? null,
+    lostAcked: verdict?.lostAcked ?? null,
     peakRssMb: observation.peakRssMb,
     refusalsCounted: observation.refusalsCounted,
     refusalMetrics: def.refusalMetrics,
@@ -84,22 +86,37 @@ export async function execute(
   };
 }
 
+function judgeGuest(g: GuestVerdict): string[] {
+  const f: string[] = [];
+  if (g.error) f.push(`the normal guest failed: ${g.error}`);
+  if (g.wrongResults.length > 0)
+    f.push(`${g.wrongResults.length} wrong results: ${g.wrongResults[0]}`);
+  if (g.lostAcked !== 0) f.push(`${g.lostAcked ?? "?"} acknowledged increments lost`);
+  if (g.acksDuring === 0) f.push("the normal guest made no progress during the attack");
+  return f;
+}
+
 function judge(
   def: AttackDef,
   outcome: AttackOutcome | null,
   o: Observation,
-  g: GuestVerdict,
+  g: GuestVerdict | null,
 ): string[] {
   const f: string[] = [];
   if (o.epochChanges !== def.expectedEpochChanges) {
-    f.push(`${o.epochChanges} epoch changes, want ${def.expectedEpochChanges} (${o.rolesBefore.join(", ")} → ${o.rolesAfter.join(", ")})`);
+    f.push(
+      `${o.epochChanges} epoch changes, want ${def.expectedEpochChanges} (${o.rolesBefore.join(", ")} → ${o.rolesAfter.join(", ")})`,
+    );
   }
-  if (g.error) f.push(`the normal guest failed: ${g.error}`);
-  if (g.wrongResults.length > 0) f.push(`${g.wrongResults.length} wrong results: ${g.wrongResults[0]}`);
-  if (g.lostAcked !== 0) f.push(`${g.lostAcked ?? "?"} acknowledged increments lost`);
-  if (g.acksDuring === 0) f.push("the normal guest made no progress during the attack");
-  if (o.peakRssMb !== null && o.rssBeforeMb !== null && o.peakRssMb - o.rssBeforeMb > RSS_GROWTH_MAX_MB) {
-    f.push(`resident memory grew ${(o.peakRssMb - o.rssBeforeMb).toFixed(0)} MiB (bound ${RSS_GROWTH_MAX_MB})`);
+  if (g) f.push(...judgeGuest(g));
+  if (
+    o.peakRssMb !== null &&
+    o.rssBeforeMb !== null &&
+    o.peakRssMb - o.rssBeforeMb > RSS_GROWTH_MAX_MB
+  ) {
+    f.push(
+      `resident memory grew ${(o.peakRssMb - o.rssBeforeMb).toFixed(0)} MiB (bound ${RSS_GROWTH_MAX_MB})`,
+    );
   }
   if (def.refusalMetrics.length > 0) {
     if (!(o.refusalsCounted !== null && o.refusalsCounted > 0)) {

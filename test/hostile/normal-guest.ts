@@ -48,11 +48,18 @@ export class NormalGuest {
     const endpoints = [...this.guest.endpoints];
     this.counting = await CountingGuest.open(endpoints, this.guest.tenant, this.guest.token);
     // Session.open takes `endpoints` too (tried first): the workload follows a failover.
-    const credentials = { endpoint: endpoints[0]!, endpoints, tenant: this.guest.tenant, token: this.guest.token };
-    this.load = new GuestLoad(
-      credentials,
-      { sessions: 1, frames: 200, seed: this.seed, framesPerSecond: this.framesPerSecond },
-    );
+    const credentials = {
+      endpoint: endpoints[0]!,
+      endpoints,
+      tenant: this.guest.tenant,
+      token: this.guest.token,
+    };
+    this.load = new GuestLoad(credentials, {
+      sessions: 1,
+      frames: 200,
+      seed: this.seed,
+      framesPerSecond: this.framesPerSecond,
+    });
     this.counting.start();
     this.load.start();
     await new Promise((r) => setTimeout(r, 200)); // past the first round trips

@@ -79,7 +79,9 @@ const logSize = (file: string | undefined) => {
 /** Lines added to `file` after byte `from` that say something was refused. */
 function refusalLines(file: string, from: number): number {
   const text = readFileSync(file).subarray(from).toString("utf8");
-  return text.split("\n").filter((l) => /refus|reject|rate.?limit|goaway|enhance_your_calm|reap/i.test(l)).length;
+  return text
+    .split("\n")
+    .filter((l) => /refus|reject|rate.?limit|goaway|enhance_your_calm|reap/i.test(l)).length;
 }
 
 export class Observer {
@@ -147,7 +149,9 @@ export class Observer {
       peakRssMb: this.peak ?? null,
       rssBeforeMb: this.rssBefore ?? null,
       refusalsCounted: counted,
-      refusalLogLines: this.attacked.logFile ? refusalLines(this.attacked.logFile, this.logFrom) : null,
+      refusalLogLines: this.attacked.logFile
+        ? refusalLines(this.attacked.logFile, this.logFrom)
+        : null,
     };
   }
 }

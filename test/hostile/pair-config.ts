@@ -7,6 +7,7 @@ import { parseConfig } from "@vgpu-ha/common";
 export const HOSTILE_ADMIN = "hostile-admin-token-0001";
 export const NORMAL_TENANT = { name: "normal", token: "normal-token-hostile" } as const;
 export const CROWD_TENANT = { name: "crowd", token: "crowd-token-hostile" } as const;
+export const MALLORY_TENANT = { name: "mallory", token: "mallory-token-hostile" } as const;
 /** The short idle timeout the pair runs with, where supported. */
 export const SESSION_IDLE_SECONDS = 3;
 
@@ -30,7 +31,8 @@ export function hostilePairConfig(): Record<string, unknown> {
   const idle = idleSecondsSupported();
   return {
     ops: { token: HOSTILE_ADMIN },
-    device: { vramBytes: "512MiB" },
+    // Launches above 2^20 work units are refused (the hostile tenant's gemm is 2^24).
+    device: { vramBytes: "512MiB", maxKernelWork: 1 << 20 },
     // The random workloads' "DMA too big" fault must be refused as such.
     limits: {
       maxDmaBytes: "1MiB",
@@ -42,6 +44,7 @@ export function hostilePairConfig(): Record<string, unknown> {
     tenants: [
       { ...NORMAL_TENANT, vramQuotaBytes: "256MiB", boQuota: 100_000 },
       { ...CROWD_TENANT, vramQuotaBytes: "64MiB", boQuota: 1000 },
+      { ...MALLORY_TENANT, vramQuotaBytes: "1MiB", boQuota: 4 },
     ],
     ...(idle === undefined ? {} : { guest: { sessionIdleSeconds: idle } }),
     log: { level: "info" },

@@ -1,7 +1,13 @@
 // Reads which node of a pair is the primary now and builds the context an attack runs in.
-import type { AttackContext, AttackDef, PairNode, Scale } from "./catalogue.js";
-import { CROWD_TENANT, HOSTILE_ADMIN, idleSecondsSupported } from "./pair-config.js";
+
 import type { AttackerTls } from "./attacks/outcome.js";
+import type { AttackContext, AttackDef, PairNode, Scale } from "./catalogue.js";
+import {
+  CROWD_TENANT,
+  HOSTILE_ADMIN,
+  idleSecondsSupported,
+  MALLORY_TENANT,
+} from "./pair-config.js";
 
 interface Status {
   role: string;
@@ -30,11 +36,20 @@ export async function waitHealthy(
   let last = "";
   for (;;) {
     const s = await Promise.all(nodes.map(statusOf));
-    last = s.map((x, i) => `${nodes[i]!.id} ${x ? `${x.role}@${x.epoch}/${x.replication?.state}` : "unreachable"}`).join(", ");
+    last = s
+      .map(
+        (x, i) =>
+          `${nodes[i]!.id} ${x ? `${x.role}@${x.epoch}/${x.replication?.state}` : "unreachable"}`,
+      )
+      .join(", ");
     for (const i of [0, 1] as const) {
       const p = s[i];
       const q = s[1 - i];
-      if (p?.role === "primary" && p.replication?.state === "streaming" && q?.replication?.state === "replica") {
+      if (
+        p?.role === "primary" &&
+        p.replication?.state === "streaming" &&
+        q?.replication?.state === "replica"
+      ) {
         return { primary: nodes[i]!, standby: nodes[1 - i]!, epoch: p.epoch };
       }
     }
@@ -58,6 +73,7 @@ export async function contextFor(
     other: node === primary ? standby : primary,
     epoch,
     sessionTenant: CROWD_TENANT,
+    hostileTenant: MALLORY_TENANT,
     sessionIdleSeconds: idleSecondsSupported(),
     ...(options.attackerTls ? { attackerTls: options.attackerTls } : {}),
   };

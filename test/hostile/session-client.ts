@@ -24,7 +24,13 @@ const worker = async () => {
     next++;
     try {
       sessions.push(
-        await Session.open({ endpoint, tenant, token, failoverTimeoutMs: 0, connectTimeoutMs: 10_000 }),
+        await Session.open({
+          endpoint,
+          tenant,
+          token,
+          failoverTimeoutMs: 0,
+          connectTimeoutMs: 10_000,
+        }),
       );
     } catch (e) {
       const why =

@@ -9,7 +9,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AttackDef, helloAttacks, type PairNode, plaintextAttacks } from "../hostile/catalogue.js";
+import {
+  type AttackDef,
+  helloAttacks,
+  type PairNode,
+  plaintextAttacks,
+} from "../hostile/catalogue.js";
 import { type AttackResult, execute } from "../hostile/execute.js";
 import { hostilePairConfig, NORMAL_TENANT } from "../hostile/pair-config.js";
 import { contextFor } from "../hostile/pair-view.js";
@@ -48,7 +53,12 @@ function line(r: AttackResult): string {
 function attackCases(
   defs: AttackDef[],
   pair: () => FailoverPair,
-  attackerTls?: () => (peer: string) => { ca: string; cert: string; key: string; serverName: string },
+  attackerTls?: () => (peer: string) => {
+    ca: string;
+    cert: string;
+    key: string;
+    serverName: string;
+  },
 ) {
   for (const def of defs) {
     it(`${def.name}: the pair keeps its state and its primary`, { timeout: 120_000 }, async () => {
@@ -97,11 +107,15 @@ describe("stray hellos against a pair with mutual TLS, from a copy of the pair (
     await pair?.cleanup();
     rmSync(certDir, { recursive: true, force: true });
   });
-  attackCases(helloAttacks(true), () => pair, () => (peer: string) => ({
-    ca: join(certDir, "ca.crt"),
-    cert: join(certDir, `${peer}.crt`),
-    key: join(certDir, `${peer}.key`),
-    // The attacker dials the node whose peer is `peer`: the other name.
-    serverName: peer === "a" ? "b" : "a",
-  }));
+  attackCases(
+    helloAttacks(true),
+    () => pair,
+    () => (peer: string) => ({
+      ca: join(certDir, "ca.crt"),
+      cert: join(certDir, `${peer}.crt`),
+      key: join(certDir, `${peer}.key`),
+      // The attacker dials the node whose peer is `peer`: the other name.
+      serverName: peer === "a" ? "b" : "a",
+    }),
+  );
 });

@@ -8,3 +8,4 @@ const ROOT = here.replace(/\/test\/(dist\/)?hostile\/attacks\/$/, "");
 
 export const SESSION_CLIENT = `${ROOT}/test/dist/hostile/session-client.js`;
 export const VGPUCTL = `${ROOT}/packages/client/dist/vgpuctl/main.js`;
+export const HOSTILE_GUEST = `${ROOT}/test/dist/support/hostile-guest.js`;

@@ -4,8 +4,9 @@
 // is dialled again after 5 ms. Frames are written by hand (h2-frames.ts). Bounded by time;
 // each connection writes bursts and waits for the socket to drain.
 import { readFileSync } from "node:fs";
-import { connect as tcpConnect, type Socket } from "node:net";
+import { type Socket, connect as tcpConnect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { GUEST_PATH } from "./h2-connect.js";
 import {
   answerControl,
   emptySettings,
@@ -16,7 +17,6 @@ import {
   headersThenReset,
   PREFACE,
 } from "./h2-frames.js";
-import { GUEST_PATH } from "./h2-connect.js";
 import { type AttackerTls, type AttackOutcome, Tally } from "./outcome.js";
 import { splitTarget } from "./target.js";
 
@@ -63,7 +63,8 @@ function oneConnection(spec: RapidResetSpec, until: number, sent: Tally, answers
     };
     const timer = setTimeout(() => finish(), Math.max(0, until - performance.now()));
     const reader = new FrameReader((type, flags, payload) => {
-      if (type === FRAME.GOAWAY) finish(`goaway:${payload.length >= 8 ? errorCodeName(payload.readUInt32BE(4)) : "?"}`);
+      if (type === FRAME.GOAWAY)
+        finish(`goaway:${payload.length >= 8 ? errorCodeName(payload.readUInt32BE(4)) : "?"}`);
       else answerControl(type, flags, payload, (b) => socket.write(b));
     });
     socket.on("data", (d: Buffer) => reader.push(d));

@@ -32,7 +32,9 @@ function runClient(mode: "abandon" | "hold", spec: SessionsSpec) {
   const report = new Promise<ClientReport>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.once("line", (line) => resolve(JSON.parse(line) as ClientReport));
-    child.once("exit", (code) => reject(new Error(`session client exited (${code}) without a report`)));
+    child.once("exit", (code) =>
+      reject(new Error(`session client exited (${code}) without a report`)),
+    );
     setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error("session client gave no report in 120 s"));
@@ -48,7 +50,9 @@ const exited = (child: ChildProcess) =>
 
 function outcome(report: ClientReport, note: string): AttackOutcome {
   return {
-    sent: { "session opens": report.opened + Object.values(report.failed).reduce((a, b) => a + b, 0) },
+    sent: {
+      "session opens": report.opened + Object.values(report.failed).reduce((a, b) => a + b, 0),
+    },
     answers: { opened: report.opened, ...report.failed },
     note,
   };
@@ -58,7 +62,10 @@ export async function abandonSessions(spec: SessionsSpec): Promise<AttackOutcome
   const { child, report } = runClient("abandon", spec);
   try {
     const r = await report;
-    return outcome(r, `a guest process opened ${r.opened} of ${spec.count} sessions and was killed without Close`);
+    return outcome(
+      r,
+      `a guest process opened ${r.opened} of ${spec.count} sessions and was killed without Close`,
+    );
   } finally {
     child.kill("SIGKILL");
     await exited(child);

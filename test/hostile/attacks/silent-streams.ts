@@ -29,7 +29,9 @@ export async function silentStreams(spec: SilentStreamsSpec): Promise<AttackOutc
         for (const st of streams) {
           if (st.closed) continue;
           // Streams beyond the node's SETTINGS_MAX_CONCURRENT_STREAMS never left this client.
-          answers.add(st.pending ? "held back by the node's stream limit" : "still open at the end");
+          answers.add(
+            st.pending ? "held back by the node's stream limit" : "still open at the end",
+          );
         }
         clearTimeout(timer);
         session.destroy();
@@ -69,6 +71,8 @@ export async function silentStreams(spec: SilentStreamsSpec): Promise<AttackOutc
     answers: answers.counts,
     note:
       `${spec.connections} × ${spec.streams} streams without Open, held up to ${spec.holdMs / 1000} s` +
-      (median === undefined ? ": the node closed none" : `: median close after ${(median / 1000).toFixed(1)} s`),
+      (median === undefined
+        ? ": the node closed none"
+        : `: median close after ${(median / 1000).toFixed(1)} s`),
   };
 }

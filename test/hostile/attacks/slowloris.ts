@@ -36,7 +36,9 @@ export async function slowloris(spec: SlowlorisSpec): Promise<AttackOutcome> {
         sent.add("connections");
         socket.write(`GET /v1/status HTTP/1.1\r\nHost: ${host}\r\n`);
       });
-      socket.on("data", (d: Buffer) => answers.add(`answered ${d.toString().split(" ")[1] ?? "?"}`));
+      socket.on("data", (d: Buffer) =>
+        answers.add(`answered ${d.toString().split(" ")[1] ?? "?"}`),
+      );
       socket.on("error", (e: NodeJS.ErrnoException) => answers.add(`error:${e.code ?? "?"}`));
       socket.on("close", () => {
         if (!closed && performance.now() < until) answers.add("closed by the node");

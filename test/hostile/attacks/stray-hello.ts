@@ -7,9 +7,9 @@ import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import {
   createClient,
-  errorName,
   decodeStandbyMessage,
   encodePrimaryMessage,
+  errorName,
   type PrimaryMessage,
   peerChannel,
   type StandbyMessage,
@@ -45,14 +45,23 @@ export function strayIdentity(spec: StrayHelloSpec): {
     case "wrong-node":
       return { clusterId: spec.clusterId, nodeId: "stray-node", epoch: spec.epoch + 1 };
     case "higher-epoch":
-      return { clusterId: `${spec.clusterId}-stray`, nodeId: "stray-node", epoch: spec.epoch + 1000 };
+      return {
+        clusterId: `${spec.clusterId}-stray`,
+        nodeId: "stray-node",
+        epoch: spec.epoch + 1000,
+      };
   }
 }
 
 function channelOf(tls: AttackerTls | undefined) {
   if (!tls) return { credentials: grpc.credentials.createInsecure(), options: {} };
   return peerChannel(
-    { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key), names: [] },
+    {
+      ca: readFileSync(tls.ca),
+      cert: readFileSync(tls.cert),
+      key: readFileSync(tls.key),
+      names: [],
+    },
     tls.serverName,
   );
 }
