@@ -67,24 +67,34 @@ const expectAnswer = (key: string, want: number) => (o: AttackOutcome) =>
 const REPLICATION_REFUSALS = ["vgpu_replication_refusals_total", "vgpu_tls_refusals_total"];
 const GUEST_REFUSALS = ["vgpu_guest_refusals_total"];
 
-const hello = (kind: HelloKind, at: Which, tls: boolean): AttackDef => ({
-  name: `hello-${kind}${tls ? "-tls" : ""}@${at}`,
-  at,
-  port: "replication",
-  refusalMetrics: REPLICATION_REFUSALS,
+/** An attack on the primary's guest port, refused by the guest listener, by default. */
+const attack = (d: Pick<AttackDef, "name" | "run"> & Partial<AttackDef>): AttackDef => ({
+  at: "primary",
+  port: "guest",
+  refusalMetrics: GUEST_REFUSALS,
   expectedEpochChanges: 0,
-  tls,
-  run: (c) =>
-    strayHellos({
-      target: c.node.replication,
-      kind,
-      clusterId: c.clusterId,
-      epoch: c.epoch,
-      peerName: c.node.peerName,
-      count: c.scale === "full" ? 20 : 2,
-      ...(tls && c.attackerTls ? { tls: c.attackerTls(c.node.peerName) } : {}),
-    }),
+  tls: false,
+  ...d,
 });
+
+const hello = (kind: HelloKind, at: Which, tls: boolean): AttackDef =>
+  attack({
+    name: `hello-${kind}${tls ? "-tls" : ""}@${at}`,
+    at,
+    port: "replication",
+    refusalMetrics: REPLICATION_REFUSALS,
+    tls,
+    run: (c) =>
+      strayHellos({
+        target: c.node.replication,
+        kind,
+        clusterId: c.clusterId,
+        epoch: c.epoch,
+        peerName: c.node.peerName,
+        count: c.scale === "full" ? 20 : 2,
+        ...(tls && c.attackerTls ? { tls: c.attackerTls(c.node.peerName) } : {}),
+      }),
+  });
 
 const HELLO_KINDS: readonly HelloKind[] = ["other-cluster", "wrong-node", "higher-epoch"];
 
@@ -92,20 +102,16 @@ export function helloAttacks(tls: boolean): AttackDef[] {
   return HELLO_KINDS.flatMap((k) => [hello(k, "primary", tls), hello(k, "standby", tls)]);
 }
 
-const rapid = (connections: number): AttackDef => ({
-  name: `rapid-reset-${connections}`,
-  at: "primary",
-  port: "guest",
-  refusalMetrics: GUEST_REFUSALS,
-  expectedEpochChanges: 0,
-  tls: false,
-  run: (c) =>
-    rapidReset({
-      target: c.node.guest,
-      connections,
-      durationMs: c.scale === "full" ? 20_000 : 4000,
-    }),
-});
+const rapid = (connections: number): AttackDef =>
+  attack({
+    name: `rapid-reset-${connections}`,
+    run: (c) =>
+      rapidReset({
+        target: c.node.guest,
+        connections,
+        durationMs: c.scale === "full" ? 20_000 : 4000,
+      }),
+  });
 
 /** What an abandoned session costs until reaped: wait for the reaper, then open as many again. */
 async function abandonAndReopen(c: AttackContext): Promise<AttackOutcome> {
@@ -157,13 +163,11 @@ async function sessionsOf(n: PairNode): Promise<number> {
 export function plaintextAttacks(): AttackDef[] {
   return [
     ...helloAttacks(false),
-    {
+    attack({
       name: "crossed-pair",
       at: "standby",
       port: "replication",
       refusalMetrics: REPLICATION_REFUSALS,
-      expectedEpochChanges: 0,
-      tls: false,
       run: (c) =>
         crossedPair({
           // The copy's first node (configured primary) dials the attacked standby.
@@ -172,16 +176,11 @@ export function plaintextAttacks(): AttackDef[] {
           clusterId: c.clusterId,
           durationMs: c.scale === "full" ? 10_000 : 3000,
         }),
-    },
+    }),
     rapid(4),
     rapid(16),
-    {
+    attack({
       name: "silent-streams",
-      at: "primary",
-      port: "guest",
-      refusalMetrics: GUEST_REFUSALS,
-      expectedEpochChanges: 0,
-      tls: false,
       run: (c) =>
         silentStreams({
           target: c.node.guest,
@@ -189,14 +188,9 @@ export function plaintextAttacks(): AttackDef[] {
           streams: 100,
           holdMs: c.scale === "full" ? 15_000 : 12_000,
         }),
-    },
-    {
+    }),
+    attack({
       name: "garbage",
-      at: "primary",
-      port: "guest",
-      refusalMetrics: GUEST_REFUSALS,
-      expectedEpochChanges: 0,
-      tls: false,
       run: (c) =>
         garbage({
           target: c.node.guest,
@@ -205,14 +199,11 @@ export function plaintextAttacks(): AttackDef[] {
           bytes: 4096,
           seed: 12,
         }),
-    },
-    {
+    }),
+    attack({
       name: "slowloris-ops",
-      at: "primary",
       port: "ops",
       refusalMetrics: [],
-      expectedEpochChanges: 0,
-      tls: false,
       check: (o) =>
         Object.keys(o.answers).some((k) => k.startsWith("well-behaved client: no answer"))
           ? ["the ops port did not answer a well-behaved client during the attack"]
@@ -224,24 +215,16 @@ export function plaintextAttacks(): AttackDef[] {
           durationMs: c.scale === "full" ? 15_000 : 4000,
           lineEveryMs: 1000,
         }),
-    },
-    {
+    }),
+    attack({
       name: "sessions-abandoned",
-      at: "primary",
-      port: "guest",
       refusalMetrics: ["vgpu_sessions_reaped_total"],
-      expectedEpochChanges: 0,
-      tls: false,
       check: expectAnswer("again: opened", 300),
       run: abandonAndReopen,
-    },
-    {
+    }),
+    attack({
       name: "sessions-400",
-      at: "primary",
-      port: "guest",
       refusalMetrics: [],
-      expectedEpochChanges: 0,
-      tls: false,
       check: expectAnswer("opened", 400),
       run: (c) =>
         manySessions({
@@ -250,14 +233,10 @@ export function plaintextAttacks(): AttackDef[] {
           token: c.sessionTenant.token,
           count: 400,
         }),
-    },
-    {
+    }),
+    attack({
       name: "hostile-tenant",
-      at: "primary",
-      port: "guest",
       refusalMetrics: ["vgpu_refusal_throttles_total"],
-      expectedEpochChanges: 0,
-      tls: false,
       check: (o) => [
         ...((o.answers.QUOTA_EXCEEDED ?? 0) > 0
           ? []
@@ -271,23 +250,22 @@ export function plaintextAttacks(): AttackDef[] {
           token: c.hostileTenant.token,
           durationMs: c.scale === "full" ? 10_000 : 3000,
         }),
-    },
+    }),
     promoteAttack(false),
     promoteAttack(true),
   ];
 }
 
 function promoteAttack(force: boolean): AttackDef {
-  return {
+  return attack({
     name: force ? "promote-force" : "promote",
     at: "standby",
     port: "ops",
     refusalMetrics: [],
     expectedEpochChanges: force ? 1 : 0,
-    tls: false,
     check: expectAnswer(`exit ${force ? 0 : 4}`, 1),
     run: (c) => promote({ nodes: [c.node.opsUrl, c.other.opsUrl], token: c.adminToken, force }),
-  };
+  });
 }
 
 /** Every attack by name, for --attack. */

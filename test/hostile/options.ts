@@ -1,10 +1,11 @@
 // The command line of npm run hostile (commander): every option checked, a usage message and
 // exit code 2 for anything it does not accept.
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "commander";
+import { parseCommand, UsageError } from "../support/command-line.js";
 import { isLoopback, splitTarget } from "./attacks/target.js";
 import { allAttacks, type Scale } from "./catalogue.js";
 
-export class UsageError extends Error {}
+export { UsageError };
 
 /** Aiming one attack at a pair someone else runs. */
 export interface TargetOptions {
@@ -165,17 +166,8 @@ function targetOptions(o: Raw): TargetOptions | undefined {
 }
 
 export function parseOptions(argv: readonly string[]): HostileOptions | "help" {
-  const cmd = program();
-  try {
-    cmd.parse([...argv], { from: "user" });
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return "help";
-      throw new UsageError(`${e.message.replace(/^error: /, "")}\n\n${cmd.helpInformation()}`);
-    }
-    throw e;
-  }
-  if (cmd.args.length > 0) throw new UsageError(`unexpected argument ${cmd.args[0]}`);
+  const cmd = parseCommand(program(), argv);
+  if (cmd === "help") return "help";
   const o = cmd.opts<Raw>();
   const target = targetOptions(o);
   return {
