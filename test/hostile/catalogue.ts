@@ -54,6 +54,8 @@ export interface AttackDef {
   /** Counters (summed) that must rise by what the attack tried; none: nothing to refuse. */
   readonly refusalMetrics: readonly string[];
   readonly expectedEpochChanges: number;
+  /** Whether the node must also name the refusal in its log (default: when it counts one). */
+  readonly logged?: boolean;
   /** Whether the pair runs replication over TLS for it. */
   readonly tls: boolean;
   run(ctx: AttackContext): Promise<AttackOutcome>;
@@ -236,6 +238,8 @@ export function plaintextAttacks(): AttackDef[] {
     }),
     attack({
       name: "hostile-tenant",
+      // A tenant's refused frames are answered and counted, not logged one by one.
+      logged: false,
       refusalMetrics: ["vgpu_refusal_throttles_total"],
       check: (o) => [
         ...((o.answers.QUOTA_EXCEEDED ?? 0) > 0

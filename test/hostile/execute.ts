@@ -122,7 +122,9 @@ function judge(
     if (!(o.refusalsCounted !== null && o.refusalsCounted > 0)) {
       f.push(`not counted: ${def.refusalMetrics.join(" + ")} rose by ${o.refusalsCounted ?? "?"}`);
     }
-    if (o.refusalLogLines === 0) f.push("not logged: no log line names a refusal");
+    if (def.logged !== false && o.refusalLogLines === 0) {
+      f.push("not logged: no log line names a refusal");
+    }
   }
   if (outcome && def.check) f.push(...def.check(outcome));
   return f;

@@ -40,6 +40,11 @@ export function hostilePairConfig(): Record<string, unknown> {
       maxSessionsTotal: 1024,
       sessionOpensPerSecond: 2000,
       sessionOpenBurst: 1000,
+      // A small refusal budget: the hostile tenant's flood is throttled (and counted) even
+      // when this shared machine lets it send only a few hundred frames a second. The normal
+      // guest's workloads refuse far fewer.
+      refusedFramesPerSecond: 200,
+      refusedFramesBurst: 400,
     },
     tenants: [
       { ...NORMAL_TENANT, vramQuotaBytes: "256MiB", boQuota: 100_000 },

@@ -72,7 +72,7 @@ function attackCases(
       const result = await execute(def, ctx, {
         nodes,
         guest: { endpoints: p.endpoints, tenant: NORMAL_TENANT.name, token: NORMAL_TENANT.token },
-        beforeMs: 1000,
+        beforeMs: 500,
         seed: 4242,
       });
       console.log(line(result));
