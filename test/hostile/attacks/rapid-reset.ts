@@ -2,7 +2,7 @@
 // once, open a stream (HEADERS of a gRPC call) and cancel it at once (RST_STREAM CANCEL), as
 // fast as the socket takes them, for `durationMs`; a connection the node ends (GOAWAY, close)
 // is dialled again after 5 ms. Frames are written by hand (h2-frames.ts). Bounded by time;
-// each connection writes bursts and waits for the socket to drain.
+// each connection writes a batch per turn of the event loop and waits for the socket to drain.
 import { readFileSync } from "node:fs";
 import { type Socket, connect as tcpConnect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
@@ -70,22 +70,20 @@ function oneConnection(spec: RapidResetSpec, until: number, sent: Tally, answers
     socket.on("data", (d: Buffer) => reader.push(d));
     socket.on("error", (e: NodeJS.ErrnoException) => finish(`error:${e.code ?? e.message}`));
     socket.on("close", () => finish("closed by the node"));
+    // One batch per turn of the event loop, so GOAWAYs, closes and the deadline are seen.
     const burst = () => {
-      while (!done && performance.now() < until) {
-        const frames: Buffer[] = [];
-        for (let i = 0; i < BURST_STREAMS && streamId < LAST_STREAM_ID; i++, streamId += 2) {
-          frames.push(headersThenReset(block, streamId));
-        }
-        sent.add("streams reset", frames.length);
-        if (streamId >= LAST_STREAM_ID) {
-          finish("stream ids used up");
-          return;
-        }
-        if (!socket.write(Buffer.concat(frames))) {
-          socket.once("drain", burst);
-          return;
-        }
+      if (done || performance.now() >= until) return;
+      const frames: Buffer[] = [];
+      for (let i = 0; i < BURST_STREAMS && streamId < LAST_STREAM_ID; i++, streamId += 2) {
+        frames.push(headersThenReset(block, streamId));
       }
+      sent.add("streams reset", frames.length);
+      if (streamId >= LAST_STREAM_ID) {
+        finish("stream ids used up");
+        return;
+      }
+      if (socket.write(Buffer.concat(frames))) setImmediate(burst);
+      else socket.once("drain", burst);
     };
     socket.once(spec.tls ? "secureConnect" : "connect", () => {
       socket.write(Buffer.concat([PREFACE, emptySettings()]));
