@@ -136,6 +136,48 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "message from an older epoch",
   ),
   [ErrorCode.INTERNAL]: info("INTERNAL", GrpcStatus.INTERNAL, false, "internal error"),
+  [ErrorCode.WRONG_CLUSTER]: info(
+    "WRONG_CLUSTER",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the other side belongs to another cluster",
+  ),
+  [ErrorCode.PRIMARY_LEASED]: info(
+    "PRIMARY_LEASED",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the primary still holds its lease: not promoting (force overrides)",
+  ),
+  [ErrorCode.WRONG_PEER]: info(
+    "WRONG_PEER",
+    GrpcStatus.PERMISSION_DENIED,
+    false,
+    "not this node's configured peer",
+  ),
+  [ErrorCode.NOT_STANDBY]: info(
+    "NOT_STANDBY",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the action runs on a standby",
+  ),
+  [ErrorCode.REPLICA_INELIGIBLE]: info(
+    "REPLICA_INELIGIBLE",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the standby is not an eligible replica (incomplete or diverged)",
+  ),
+  [ErrorCode.HANDOVER_FAILED]: info(
+    "HANDOVER_FAILED",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no standby in sync to hand over to",
+  ),
+  [ErrorCode.NO_PRIMARY_IN_SIGHT]: info(
+    "NO_PRIMARY_IN_SIGHT",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no primary in sight to resync from",
+  ),
   [ErrorCode.SESSION_EXPIRED]: info(
     "SESSION_EXPIRED",
     GrpcStatus.NOT_FOUND,

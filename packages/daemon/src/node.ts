@@ -15,15 +15,20 @@ import {
   createClient,
   createMetrics,
   discardedOnStepDown,
+  ERROR_CATALOGUE,
+  ErrorCode,
+  errorName,
   type Holding,
+  identityRefusal,
   initialRole,
   type Logger,
   mayAcquire,
   type NodeMetrics,
   type PeerChannel,
+  type PeerIdentityRule,
   peerChannel,
   promotionEpoch,
-  readTlsFiles,
+  resyncProgress,
   standbyWithoutPrimary,
   stepDownEpoch,
   systemClock,
@@ -31,13 +36,18 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
+import { checkBeforeStart } from "./check/start-checks.js";
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
+import { LeaseThread } from "./lease/lease-thread.js";
 import { buildOpsApp } from "./ops/ops-app.js";
+import { type ReplicationRefusals, replicationRefusals } from "./replication-refusals.js";
 import { PrimaryRole } from "./roles/primary-role.js";
 import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
+import { HistoryStore, type RoleChange } from "./state/history-store.js";
+import { type Maintenance, MaintenanceStore } from "./state/maintenance-store.js";
 import { tlsRefusalReporter } from "./tls-listener.js";
 import { VERSION } from "./version.js";
 
@@ -54,6 +64,14 @@ export class VgpuNode implements Supervisor {
   log: Logger;
   private readonly clock: Clock;
   private readonly store: EpochStore;
+  private readonly history: HistoryStore;
+  private readonly maintenanceStore: MaintenanceStore;
+  /** Maintenance mode (vgpuctl pause): no automatic takeover while set. */
+  private maintenance: Maintenance | undefined;
+  /** The newest role change (from the history file at start). */
+  private lastChange: RoleChange | undefined;
+  /** Who asked for the role change under way (an operator action); consumed by become(). */
+  private askedBy: string | undefined;
   /** lease.mode etcd: the leader key and cluster record. */
   private readonly arbiter: EtcdArbiter | undefined;
   private currentEpoch = 0;
@@ -71,6 +89,10 @@ export class VgpuNode implements Supervisor {
   private readonly peer: PeerChannel;
   /** Peer mode: the standby's look for a primary (see watchForPrimary). */
   private primaryWatch: NodeJS.Timeout | undefined;
+  /** Peer mode: heartbeats on a thread of their own (lease/lease-thread.ts). */
+  private leaseThread: LeaseThread | undefined;
+  /** Replication peers that are not ours: counted and logged (rate-limited). */
+  private readonly refusals: ReplicationRefusals;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -78,7 +100,11 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
-    this.tls = config.tls ? readTlsFiles(config.tls) : undefined;
+    this.history = new HistoryStore(config.stateDir);
+    this.maintenanceStore = new MaintenanceStore(config.stateDir);
+    this.maintenance = this.maintenanceStore.read();
+    this.lastChange = this.history.read(1)[0];
+    this.tls = checkBeforeStart(config);
     this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
       config.lease.mode === "etcd" && config.role !== "standalone"
@@ -96,12 +122,19 @@ export class VgpuNode implements Supervisor {
       // The lease the primary serves under: the etcd lease's TTL in etcd mode.
       leaseDurationSeconds: () =>
         (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
+      operator: () => ({
+        pausedSinceMs: this.maintenance?.sinceMs,
+        pausedMaxSeconds: config.ops.maintenanceAlertAfterMs / 1000,
+        resync: this.resync(),
+      }),
     });
+    this.refusals = replicationRefusals(this.metrics, () => this.log);
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
     this.ops = buildOpsApp({
       registry: this.metrics.registry,
       status: () => this.status(),
+      history: () => this.history.read(),
       readiness: () =>
         this.stopping ? { ready: false, reason: "shutting down" } : this.role.readiness(),
       digest: () => {
@@ -114,17 +147,24 @@ export class VgpuNode implements Supervisor {
           if (!this.role.verify) throw new Error("verify runs on the primary");
           return { ...(await this.role.verify()) };
         },
-        ...(config.testing.faultInjection ? { corrupt: () => this.role.corrupt?.() } : {}),
-        promote: (force) => this.manualPromote(force),
-        demote: (force) => this.manualDemote(force),
-        switchover: () => this.switchover(),
+        ...(config.testing.faultInjection
+          ? { corrupt: () => this.role.corrupt?.(), stall: (ms: number) => busyWait(ms) }
+          : {}),
+        promote: (force, caller) => this.manualPromote(force, caller),
+        demote: (force, caller) => this.manualDemote(force, caller),
+        switchover: (_force, caller) => this.switchover(caller),
+        pause: (_force, caller) => this.pause(caller),
+        resume: (_force, caller) => this.resume(caller),
+        reinit: (force, caller) => this.reinit(force, caller),
         sessions: (tenant) => ({
           nodeId: config.nodeId,
           role: this.role.name,
           sessions: this.role.sessions(tenant),
         }),
         closeSession: (id, by) => {
-          if (!this.role.closeSession) throw new OpsRefusal(409, "sessions close on the primary");
+          if (!this.role.closeSession) {
+            throw new OpsRefusal(409, "sessions close on the primary", ErrorCode.NOT_PRIMARY);
+          }
           return this.role.closeSession(id, by);
         },
       },
@@ -149,6 +189,9 @@ export class VgpuNode implements Supervisor {
       supervisor: this,
       arbiter: this.arbiter,
       peerChannel: this.peer,
+      refusals: this.refusals,
+      // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
+      leaseThread: this.config.lease.mode === "peer" ? this.leaseThread : undefined,
     };
   }
 
@@ -161,43 +204,52 @@ export class VgpuNode implements Supervisor {
   async start(): Promise<NodeAddresses> {
     const { config } = this;
     this.currentEpoch = this.store.read();
-    this.guestServer = await startGrpcServer(
+    this.guestServer = await bound(
+      "guest.listen",
       config.guest.listen,
-      config.guest.maxMessageBytes,
-      guestService({ session: (stream) => this.role.serveGuest(stream) }),
-      {
-        maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
-        ...(this.tls && config.guest.tls !== "off"
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
-                onRefused: this.tlsRefusals("guest"),
-              },
-            }
-          : {}),
-      },
+      startGrpcServer(
+        config.guest.listen,
+        config.guest.maxMessageBytes,
+        guestService({ session: (stream) => this.role.serveGuest(stream) }),
+        {
+          maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+          ...(this.tls && config.guest.tls !== "off"
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
+                  onRefused: this.tlsRefusals("guest"),
+                },
+              }
+            : {}),
+        },
+      ),
     );
     if (config.role !== "standalone") {
-      this.replicationServer = await startGrpcServer(
+      this.replicationServer = await bound(
+        "replication.listen",
         config.replication.listen,
-        config.guest.maxMessageBytes,
-        replicationService({
-          stream: (call) => this.role.acceptReplication(call),
-          probe: (call, callback) => callback(null, this.answerProbe(call.request)),
-        }),
-        this.tls
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: "required",
-                peerName: config.peer.name,
-                onRefused: this.tlsRefusals("replication"),
-              },
-            }
-          : {},
+        startGrpcServer(
+          config.replication.listen,
+          config.guest.maxMessageBytes,
+          replicationService({
+            stream: (call) => this.role.acceptReplication(call),
+            probe: (call, callback) => this.answerProbe(call, callback),
+          }),
+          this.tls
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: "required",
+                  peerName: config.peer.name,
+                  onRefused: this.tlsRefusals("replication"),
+                },
+              }
+            : {},
+        ),
       );
     }
+    this.leaseThread = this.startLeaseThread();
     const initial = await this.decideRole();
     // A stream that reached the placeholder while we probed must not stay attached to it: the
     // primary redials and meets the real role.
@@ -208,7 +260,11 @@ export class VgpuNode implements Supervisor {
       this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
     }
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
-    const ops = await this.ops.listen({ host: opsHost, port: opsPort });
+    const ops = await bound(
+      "ops.listen",
+      config.ops.listen,
+      this.ops.listen({ host: opsHost, port: opsPort }),
+    );
     const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
     const addresses: NodeAddresses = {
       guest: `${host(config.guest.listen)}:${this.guestServer.port}`,
@@ -219,6 +275,47 @@ export class VgpuNode implements Supervisor {
     };
     this.log.info({ ...addresses, version: VERSION }, "node serving");
     return addresses;
+  }
+
+  /** Peer mode with lease.watchdogMs > 0: the lease thread, on the replication port over UDP. */
+  private startLeaseThread(): LeaseThread | undefined {
+    const { config } = this;
+    const port = this.replicationServer?.port;
+    if (port === undefined || config.lease.watchdogMs === 0) return undefined;
+    const peerAddress = config.peer.leaseAddress ?? config.peer.replicationAddress;
+    const [peerHost, peerPort] = peerAddress ? splitHostPort(peerAddress) : [];
+    const [bindHost] = splitHostPort(config.replication.listen);
+    const e = config.lease.etcd;
+    const thread = new LeaseThread(
+      {
+        mode: config.lease.mode,
+        etcd: {
+          endpoints: e.endpoints,
+          keepaliveMs: e.keepaliveMs,
+          requestTimeoutMs: e.requestTimeoutMs,
+          driftMarginMs: config.lease.driftMarginMs,
+        },
+        bindHost,
+        bindPort: port,
+        peer:
+          peerHost !== undefined && peerPort !== undefined
+            ? { host: peerHost, port: peerPort }
+            : undefined,
+        heartbeatMs: config.lease.heartbeatMs,
+        watchdogMs: config.lease.watchdogMs,
+        progressEveryMs: Math.max(5, Math.min(50, Math.floor(config.lease.heartbeatMs / 2))),
+        mainNowMs: () => this.clock.monotonicMs(),
+      },
+      this.baseLog.child({ component: "lease-thread" }),
+    );
+    const arbiter = this.arbiter;
+    if (arbiter) {
+      // etcd mode: the thread keeps the leader key's lease alive beside the main loop.
+      arbiter.onHolding = (lease) => thread.etcd(lease?.leaseId);
+      arbiter.threadEndMs = () => thread.etcdEndMs();
+      thread.onEtcdLost = (id) => arbiter.lost(id);
+    }
+    return thread;
   }
 
   private tlsRefusals(port: "guest" | "replication") {
@@ -261,6 +358,10 @@ export class VgpuNode implements Supervisor {
       } as const;
       const decided = standbyWithoutPrimary(self, peer);
       if (decided.action === "wait") return;
+      if (decided.action === "takeOver" && this.maintenancePaused()) {
+        this.log.warn({ peer }, "maintenance mode: not taking over (vgpuctl resume to allow it)");
+        return;
+      }
       this.log.warn({ peer, decided }, "no primary in sight and the peer holds nothing");
       if (decided.action === "takeOver") {
         this.adoptEpoch(decided.epoch - 1);
@@ -326,7 +427,13 @@ export class VgpuNode implements Supervisor {
         });
         const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
-          if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
+          if (err || !res) return resolve(undefined);
+          // Believe nothing (above all no epoch) from a node that is not our peer.
+          const who = identityRefusal(this.identityRule(), res);
+          if (who !== null) {
+            this.refusals.report(who, address, "outbound");
+            return resolve(undefined);
+          }
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
           resolve({
             nodeId: res.nodeId,
@@ -342,20 +449,40 @@ export class VgpuNode implements Supervisor {
     }
   }
 
-  private answerProbe(request: wire.ProbeRequest): wire.ProbeResponse {
+  private identityRule(): PeerIdentityRule {
+    const c = this.config;
+    return { clusterId: c.clusterId, nodeId: c.nodeId, peerName: c.peer.name };
+  }
+
+  /** A Probe from our peer is answered; anyone else learns nothing of this node. */
+  private answerProbe(
+    call: grpc.ServerUnaryCall<wire.ProbeRequest, wire.ProbeResponse>,
+    callback: grpc.sendUnaryData<wire.ProbeResponse>,
+  ): void {
+    const who = identityRefusal(this.identityRule(), call.request);
+    if (who !== null) {
+      this.refusals.report(who, call.getPeer(), "inbound");
+      const status = ERROR_CATALOGUE[who.code].grpcStatus;
+      callback({ code: status, details: `${errorName(who.code)}: ${who.message}` });
+      return;
+    }
     const p = this.role.probe();
-    return create(wire.ProbeResponseSchema, {
-      clusterId: request.clusterId === this.config.clusterId ? this.config.clusterId : "",
-      nodeId: this.config.nodeId,
-      role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
-      epoch: BigInt(this.currentEpoch),
-      replica: p.replica,
-      appliedSeq: BigInt(p.appliedSeq),
-    });
+    callback(
+      null,
+      create(wire.ProbeResponseSchema, {
+        clusterId: this.config.clusterId,
+        nodeId: this.config.nodeId,
+        role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
+        epoch: BigInt(this.currentEpoch),
+        replica: p.replica,
+        appliedSeq: BigInt(p.appliedSeq),
+      }),
+    );
   }
 
   /** Switches to a fresh role of the given kind (the previous one must be stopped). */
   private become(kind: "standalone" | "primary" | "standby", reason: string, role?: Role): void {
+    this.record(kind, reason);
     this.log = this.baseLog.child({ role: kind, epoch: this.currentEpoch });
     this.role =
       role ??
@@ -368,6 +495,33 @@ export class VgpuNode implements Supervisor {
     this.log.warn({ reason }, `now ${kind}`);
   }
 
+  /** Appends the role change to the history (the previous role is still this.role). */
+  private record(to: string, reason: string): void {
+    const by = this.askedBy ?? (reason === "switchover" ? "peer" : "automatic");
+    this.askedBy = undefined;
+    const change: RoleChange = {
+      at: new Date().toISOString(),
+      node: this.config.nodeId,
+      epoch: this.currentEpoch,
+      from: this.roleChosen ? this.role.name : "none",
+      to,
+      reason,
+      seq: this.role.probe().appliedSeq,
+      by,
+    };
+    this.roleChosen = true;
+    this.lastChange = change;
+    try {
+      this.history.append(change);
+    } catch (e) {
+      // The history is for operators: a full disk must not stop a role change.
+      this.log.error({ err: (e as Error).message }, "could not append to the role history");
+    }
+  }
+
+  /** start() has chosen a first role (before: the placeholder standby). */
+  private roleChosen = false;
+
   promote(reason: string, force = false, etcdEpoch?: number): Promise<void> {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
@@ -377,8 +531,9 @@ export class VgpuNode implements Supervisor {
       const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
-      this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
+      // The new epoch is bound to the logger (a field of the same name would repeat the key).
       this.log = this.baseLog.child({ role: "primary", epoch });
+      this.log.warn({ seq: takeover.lastSeq, reason }, "promoting");
       this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
       // Guests that arrived while it promoted waited for this role.
       for (const stream of standby.takeParked()) this.role.serveGuest(stream);
@@ -393,6 +548,7 @@ export class VgpuNode implements Supervisor {
       // After a handover the states are equal: keep ours and stay a replica (no snapshot).
       const kept = primary.handedOver();
       const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
+      const state = primary.stateOnStepDown(kept !== undefined);
       this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
       await this.arbiter?.resign(); // etcd mode: a standby holds no key
@@ -403,6 +559,10 @@ export class VgpuNode implements Supervisor {
         discarded.acknowledgedFrames,
       );
       this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
+      this.metrics.stateDiscards.inc({ what: "sessions" }, state.sessions);
+      this.metrics.stateDiscards.inc({ what: "contexts" }, state.contexts);
+      this.metrics.stateDiscards.inc({ what: "vram_bytes" }, state.vramBytes);
+      this.metrics.stateDiscards.inc({ what: "entries" }, state.entries);
       this.log = this.baseLog.child({ role: "standby", epoch: this.currentEpoch });
       if (kept) {
         this.log.warn(
@@ -415,7 +575,7 @@ export class VgpuNode implements Supervisor {
         this.become("standby", "switchover", standby);
       } else {
         this.log.error(
-          { seq: primary.log.lastSeq, theirEpoch, discarded },
+          { seq: primary.log.lastSeq, theirEpoch, discarded, state },
           `stepping down to standby: ${reason}; discarding this node's state`,
         );
         this.become("standby", why);
@@ -425,12 +585,31 @@ export class VgpuNode implements Supervisor {
     return this.transition;
   }
 
-  /** Operator: promote this standby (refused when it is not eligible, unless forced). */
-  async manualPromote(force: boolean): Promise<Record<string, unknown>> {
+  /**
+   * Operator: promote this standby — refused while its primary may still hold its lease (it
+   * spoke within a lease: PRIMARY_LEASED) or when the replica is not eligible, unless forced.
+   * Forcing past a live primary makes two primaries; the lower epoch then discards its state.
+   */
+  async manualPromote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
     const standby = this.role;
-    if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
+    if (!(standby instanceof StandbyRole)) {
+      throw new OpsRefusal(409, "not a standby", ErrorCode.NOT_STANDBY);
+    }
+    if (!force && !this.arbiter && standby.primaryInSight()) {
+      throw new OpsRefusal(
+        409,
+        `the primary was heard from within the lease (${this.config.lease.durationMs} ms) and may still hold it: not promoting (use switchover on the primary, or force to override)`,
+        ErrorCode.PRIMARY_LEASED,
+      );
+    }
     const why = standby.ineligibleReason();
-    if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
+    if (why && !force) {
+      throw new OpsRefusal(
+        409,
+        `${why}: not promoting (force to override)`,
+        ErrorCode.REPLICA_INELIGIBLE,
+      );
+    }
     let etcdEpoch: number | undefined;
     if (this.arbiter) {
       // etcd mode: even forced, a node serves only holding the leader key.
@@ -443,38 +622,152 @@ export class VgpuNode implements Supervisor {
         throw new OpsRefusal(409, "another node took the etcd leader key first");
       }
     }
+    this.askedBy = caller;
     await this.promote(force ? "manual_forced" : "manual", force, etcdEpoch);
     return { role: this.role.name, epoch: this.currentEpoch };
   }
 
   /** Operator: hand over to the standby (a switchover); forced, step down even without one. */
-  async manualDemote(force: boolean): Promise<Record<string, unknown>> {
+  async manualDemote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
     const primary = this.role;
     if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "not a primary");
+      throw new OpsRefusal(409, "not a primary", ErrorCode.NOT_PRIMARY);
     }
+    this.askedBy = caller;
     try {
       return { ...(await primary.switchover()), role: "standby", epoch: this.currentEpoch };
     } catch (e) {
-      if (!force) throw new OpsRefusal(409, `${(e as Error).message} (force to step down anyway)`);
+      if (!force) {
+        this.askedBy = undefined;
+        throw new OpsRefusal(
+          409,
+          `${(e as Error).message} (force to step down anyway)`,
+          ErrorCode.HANDOVER_FAILED,
+        );
+      }
+      this.askedBy = caller;
       await this.stepDown(this.currentEpoch, "demoted by an operator", "manual");
       return { role: this.role.name, epoch: this.currentEpoch, discarded: true };
     }
   }
 
   /** Operator: planned switchover. */
-  async switchover(): Promise<Record<string, unknown>> {
+  async switchover(caller = "operator"): Promise<Record<string, unknown>> {
     const primary = this.role;
     if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "switchover runs on the primary");
+      throw new OpsRefusal(409, "switchover runs on the primary", ErrorCode.NOT_PRIMARY);
     }
+    this.askedBy = caller;
     try {
       const done = await primary.switchover();
       this.metrics.switchovers.inc();
       return { ...done, role: this.role.name, epoch: this.currentEpoch };
     } catch (e) {
-      throw new OpsRefusal(409, (e as Error).message);
+      this.askedBy = undefined;
+      throw new OpsRefusal(409, (e as Error).message, ErrorCode.HANDOVER_FAILED);
     }
+  }
+
+  // ---- maintenance mode (vgpuctl pause / resume) ----
+
+  /** While paused, a standby does not take over on its own (switchover and promote still work). */
+  maintenancePaused(): boolean {
+    return this.maintenance !== undefined;
+  }
+
+  /**
+   * Operator: pause automatic failover. On the primary; a standby accepts it only while no
+   * primary is in sight (otherwise the primary's heartbeats would undo it at once).
+   */
+  async pause(caller: string): Promise<Record<string, unknown>> {
+    this.refuseOnFollowingStandby("pause");
+    this.setMaintenance({ sinceMs: Date.now(), by: caller });
+    return this.maintenanceView();
+  }
+
+  async resume(caller: string): Promise<Record<string, unknown>> {
+    this.refuseOnFollowingStandby("resume");
+    if (this.maintenance)
+      this.log.warn({ by: caller }, "maintenance mode ended: automatic failover on");
+    this.setMaintenance(undefined);
+    return this.maintenanceView();
+  }
+
+  /** A standby follows its primary's flag, carried on every heartbeat. */
+  adoptMaintenance(paused: boolean): void {
+    if (paused === this.maintenancePaused()) return;
+    this.setMaintenance(paused ? { sinceMs: Date.now(), by: "primary" } : undefined);
+  }
+
+  private refuseOnFollowingStandby(what: string): void {
+    const standby = this.role;
+    if (standby instanceof StandbyRole && standby.primaryInSight()) {
+      throw new OpsRefusal(
+        409,
+        `${what} the primary: it replicates maintenance mode to this standby`,
+        ErrorCode.NOT_PRIMARY,
+      );
+    }
+  }
+
+  private setMaintenance(m: Maintenance | undefined): void {
+    if (m && this.maintenance) return; // already paused: keep when and by whom
+    this.maintenanceStore.write(m);
+    this.maintenance = m;
+    if (m) this.log.warn({ by: m.by }, "maintenance mode: no automatic failover until resumed");
+  }
+
+  private maintenanceView() {
+    const m = this.maintenance;
+    return m
+      ? {
+          paused: true,
+          since: new Date(m.sinceMs).toISOString(),
+          pausedSeconds: Math.max(0, (Date.now() - m.sinceMs) / 1000),
+          by: m.by,
+          alertAfterSeconds: this.config.ops.maintenanceAlertAfterMs / 1000,
+        }
+      : { paused: false };
+  }
+
+  // ---- reinit ----
+
+  /**
+   * Operator: this standby drops its replica and takes a fresh snapshot from its primary.
+   * Refused on a primary, and while no primary is in sight (the replica may be the only copy)
+   * unless forced.
+   */
+  async reinit(force: boolean, caller: string): Promise<Record<string, unknown>> {
+    const standby = this.role;
+    if (!(standby instanceof StandbyRole)) {
+      throw new OpsRefusal(409, "reinit runs on a standby", ErrorCode.NOT_STANDBY);
+    }
+    if (!standby.primaryInSight() && !force) {
+      throw new OpsRefusal(
+        409,
+        "no primary in sight to resync from: this replica may be the only copy (force to drop it anyway)",
+        ErrorCode.NO_PRIMARY_IN_SIGHT,
+      );
+    }
+    const dropped = standby.receiver.appliedSeq;
+    this.transition = this.transition.then(async () => {
+      if (this.stopping || this.role !== standby) return;
+      this.log.warn(
+        { seq: dropped, by: caller },
+        "reinit: dropping the replica for a fresh snapshot",
+      );
+      await standby.stop("reinit");
+      this.askedBy = caller;
+      this.become("standby", "reinit");
+    });
+    await this.transition;
+    return { role: this.role.name, epoch: this.currentEpoch, droppedSeq: dropped };
+  }
+
+  /** The snapshot the primary is sending, in bytes, rate and ETA. */
+  private resync() {
+    const snapshot = this.role instanceof PrimaryRole ? this.role.snapshotProgress() : undefined;
+    return snapshot && resyncProgress(snapshot, this.clock.monotonicMs());
   }
 
   adoptEpoch(epoch: number): void {
@@ -496,33 +789,62 @@ export class VgpuNode implements Supervisor {
     await this.arbiter?.close();
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
+    await this.leaseThread?.close();
     await this.ops.close();
     this.log.info("node stopped");
   }
 
   status(): Record<string, unknown> {
     const c = this.role.counts();
+    const { config } = this;
+    const last = this.lastChange;
     return {
-      nodeId: this.config.nodeId,
-      clusterId: this.config.clusterId,
+      nodeId: config.nodeId,
+      clusterId: config.clusterId,
       epoch: this.currentEpoch,
+      replicationMode: config.role === "standalone" ? null : config.replication.mode,
+      tls: {
+        replication: config.role !== "standalone" && this.tls !== undefined,
+        guest: this.tls ? config.guest.tls : "off",
+      },
+      maintenance: this.maintenanceView(),
+      lastRoleChange: last
+        ? {
+            ...last,
+            ageSeconds: Math.max(0, (Date.now() - Date.parse(last.at)) / 1000),
+          }
+        : null,
       ...this.role.status(),
       sessions: c.sessions,
       contexts: c.contexts,
       bos: c.bos,
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
+      leaseThread: this.leaseThread?.counts() ?? null,
       version: VERSION,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
   }
 }
 
-/** An admin action refused, with the HTTP status to answer. */
+/** An admin action refused, with the HTTP status to answer and its stable code. */
 export class OpsRefusal extends Error {
   readonly status: number;
-  constructor(status: number, message: string) {
+  /** The catalogue name (errors.ts), e.g. NOT_STANDBY. */
+  readonly code: string | undefined;
+  constructor(status: number, message: string, code?: ErrorCode) {
     super(message);
     this.status = status;
+    this.code = code === undefined ? undefined : errorName(code);
+  }
+}
+
+/** A listener that failed to bind says which field: "ops.listen 10.0.0.1:9400: …". */
+async function bound<T>(field: string, address: string, binding: Promise<T>): Promise<T> {
+  try {
+    return await binding;
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new Error(`${field} ${address}: cannot bind: ${why}`, { cause: e });
   }
 }
 
@@ -537,4 +859,13 @@ function holdingOf(peer: PeerView): Holding {
   if (peer.role === "primary") return "primary-state";
   if (peer.replica) return "granted-replica";
   return peer.appliedSeq > 0 ? "replica" : "nothing";
+}
+
+/** Test-only: holds the event loop (and this thread) for `ms`, as a long synchronous task would. */
+function busyWait(ms: number): Record<string, unknown> {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+  return { stalledMs: ms };
 }

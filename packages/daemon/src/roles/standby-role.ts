@@ -60,10 +60,16 @@ export class StandbyRole implements Role {
       receiver: this.receiver,
       logger,
       now: () => clock.monotonicMs(),
-      // Under tls the certificate names peer.name; the hello must say the same node.
-      ...(config.tls ? { expectedPrimary: config.peer.name } : {}),
+      // Only peer.name of this cluster may be our primary (under tls its certificate says so too).
+      identity: { clusterId: config.clusterId, nodeId: config.nodeId, peerName: config.peer.name },
+      onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
       onStep: (m) => {
-        if (m.kind === "heartbeat") this.primarySeq = m.lastSeq;
+        if (m.kind === "heartbeat") {
+          this.primarySeq = m.lastSeq;
+          deps.supervisor.adoptMaintenance(m.maintenancePaused === true);
+        }
+        // The primary's lease channel: its heartbeats count from now on, under its key.
+        if (m.kind === "hello" && m.leaseKey) deps.leaseThread?.standby(m.leaseKey, m.epoch);
         this.afterStep();
       },
     });
@@ -71,7 +77,7 @@ export class StandbyRole implements Role {
     // ...and heard from within the lease: a frozen primary keeps its connection open but is
     // silent, and a guest sent there would wait out its connect timeout.
     this.refusal = refuseGuests(() => {
-      const last = this.link.lastMessageMs;
+      const last = this.lastHeardMs();
       const fresh = last !== undefined && clock.monotonicMs() - last < config.lease.durationMs;
       return this.link.connected && fresh ? (config.peer.guestAddress ?? "") : "";
     });
@@ -120,13 +126,24 @@ export class StandbyRole implements Role {
     this.link.accept(call);
   }
 
+  /**
+   * When the primary was last heard from: on its replication stream, or on the lease channel
+   * (its lease thread's heartbeats, which a busy main loop on either side does not delay).
+   */
+  private lastHeardMs(): number | undefined {
+    const stream = this.link.lastMessageMs;
+    const channel = this.deps.leaseThread?.heardMs();
+    if (channel === undefined) return stream;
+    return stream === undefined ? channel : Math.max(stream, channel);
+  }
+
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
     const t = this.deps.config.lease;
     const now = this.deps.clock.monotonicMs();
     // A gap since the last look means this process itself was stopped: see watchStandbyLease.
     const { watch, verdict } = watchStandbyLease(
-      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.link.lastMessageMs },
+      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.lastHeardMs() },
       now,
       {
         leaseMs: t.durationMs,
@@ -158,10 +175,24 @@ export class StandbyRole implements Role {
       }
       return;
     }
+    if (this.deps.supervisor.maintenancePaused()) {
+      if (!this.pausedLogged) {
+        this.pausedLogged = true;
+        this.deps.logger.error(
+          { seq: this.receiver.appliedSeq },
+          "primary's lease expired; maintenance mode: not promoting (vgpuctl resume or promote)",
+        );
+      }
+      return;
+    }
+    this.pausedLogged = false;
     this.promoting = true;
     this.parkGuests(2000);
     this.deps.supervisor.promote("lease_expired");
   }
+
+  /** The "not promoting: paused" line was written for this lease expiry. */
+  private pausedLogged = false;
 
   /**
    * etcd mode: the standby takes over only by taking the leader key, when the rule allows
@@ -222,6 +253,11 @@ export class StandbyRole implements Role {
     }
     this.etcdView = { leader: null, decision: decision.reason };
     if (!decision.acquire || this.stopped || this.promoting) return;
+    // Maintenance mode: a handed-over key is still taken (a switchover); nothing else is.
+    if (supervisor.maintenancePaused() && !this.handoverPending) {
+      this.etcdView = { leader: null, decision: "maintenance mode: not taking the key" };
+      return;
+    }
     if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
     this.promoting = true;
     this.parkGuests(2000);
@@ -250,7 +286,7 @@ export class StandbyRole implements Role {
 
   /** A primary has spoken to this standby within the lease. */
   primaryInSight(): boolean {
-    const last = this.link.lastMessageMs;
+    const last = this.lastHeardMs();
     return (
       last !== undefined && this.deps.clock.monotonicMs() - last < this.deps.config.lease.durationMs
     );
@@ -392,7 +428,7 @@ export class StandbyRole implements Role {
   status(): Record<string, unknown> {
     const r = this.receiver;
     const g = this.replicationGauges();
-    const since = this.link.lastMessageMs;
+    const since = this.lastHeardMs();
     return {
       role: "standby",
       serving: false,

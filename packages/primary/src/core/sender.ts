@@ -9,7 +9,10 @@
 import {
   chunkBytes,
   ErrorCode,
+  identityRefusal,
+  NO_HELLO,
   type PrimaryMessage,
+  type RefusalReason,
   type ReplicationLog,
   type SnapshotChunk,
   type StandbyMessage,
@@ -18,6 +21,8 @@ import {
 export interface SenderOptions {
   readonly clusterId: string;
   readonly nodeId: string;
+  /** The standby's node id (config peer.name): nothing from another is believed. */
+  readonly peerName: string;
   readonly maxBatchEntries: number;
   readonly maxBatchBytes: number;
   readonly maxInflightEntries: number;
@@ -33,6 +38,9 @@ export interface SnapshotStream {
   /** Higher for each snapshot a Sender starts: the standby takes a lower one for a stale copy. */
   readonly snapshotId: number;
   readonly atSeq: number;
+  /** Buffer bytes the snapshot covers, and how many of them the chunks produced so far cover. */
+  readonly totalBytes?: number;
+  readonly coveredBytes?: number;
   next(): SnapshotChunk | undefined;
   release(): void;
 }
@@ -45,7 +53,13 @@ export type SenderEvent =
   | { readonly kind: "snapshotDone"; readonly snapshotId: number; readonly atSeq: number }
   | { readonly kind: "resumed"; readonly fromSeq: number }
   | { readonly kind: "resync"; readonly reason: string; readonly detail: string }
-  | { readonly kind: "refused"; readonly code: ErrorCode; readonly message: string }
+  | {
+      readonly kind: "refused";
+      readonly code: ErrorCode;
+      readonly message: string;
+      /** Set when the other end is not our peer (peer-identity.ts): counted and rate-limited. */
+      readonly reason?: RefusalReason;
+    }
   | { readonly kind: "higherEpoch"; readonly epoch: number }
   | { readonly kind: "handoverAccepted" }
   | {
@@ -60,6 +74,10 @@ interface SnapshotProgress {
   readonly stream: SnapshotStream;
   /** Chunks produced and not yet acknowledged, oldest first (kept to resend). */
   readonly unacked: SnapshotChunk[];
+  /** The stream's coveredBytes after each unacked chunk was produced (same order). */
+  readonly unackedCoveredBytes: number[];
+  /** Buffer bytes covered by the chunks the standby acknowledged. */
+  doneBytes: number;
   /** Index of unacked[0]. */
   ackedChunks: number;
   produced: number;
@@ -81,6 +99,10 @@ export class Sender {
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   private lastProgressMs = 0;
   private pendingHello = false;
+  /** Sent in every hello: authenticates this primary's lease channel (undefined: none). */
+  leaseKey: Uint8Array | undefined;
+  /** The other end of this connection said a hello naming our peer of our cluster. */
+  private peerVerified = false;
   /**
    * The sync grant carried by every heartbeat (see core/release.ts); the primary role sets it.
    * A change is sent at once.
@@ -95,6 +117,8 @@ export class Sender {
   private grant = false;
   /** Newest heartbeat send time the standby echoed (µs; the lease counts from it). */
   ackedHeartbeatUs = 0;
+  /** Maintenance mode, carried on every heartbeat (the node sets it; vgpuctl pause). */
+  maintenancePaused = false;
   readonly events: SenderEvent[] = [];
   /** Totals for metrics. */
   readonly totals = { entriesSent: 0, bytesSent: 0, snapshotsStarted: 0, snapshotBytes: 0 };
@@ -118,7 +142,15 @@ export class Sender {
   }
 
   get snapshotProgress():
-    | { snapshotId: number; atSeq: number; chunksAcked: number; bytesSent: number }
+    | {
+        snapshotId: number;
+        atSeq: number;
+        chunksAcked: number;
+        bytesSent: number;
+        totalBytes: number;
+        doneBytes: number;
+        startedMs: number;
+      }
     | undefined {
     const s = this.snapshot;
     return s
@@ -127,11 +159,15 @@ export class Sender {
           atSeq: s.stream.atSeq,
           chunksAcked: s.ackedChunks,
           bytesSent: s.bytesSent,
+          totalBytes: s.stream.totalBytes ?? 0,
+          doneBytes: s.doneBytes,
+          startedMs: s.startedMs,
         }
       : undefined;
   }
 
   connected(nowMs: number): void {
+    this.peerVerified = false;
     this.state = "hello";
     this.pendingHello = true;
     this.lastProgressMs = nowMs;
@@ -154,6 +190,9 @@ export class Sender {
   }
 
   step(message: StandbyMessage, nowMs: number): void {
+    // Until the other end has named itself as our peer, nothing it says is believed — above all
+    // not its epoch, or any stranger at the peer's address could make this primary step down.
+    if (!this.peerVerified && !this.verifyPeer(message)) return;
     if (message.epoch > this.epoch) {
       this.events.push({ kind: "higherEpoch", epoch: message.epoch });
       return;
@@ -184,15 +223,25 @@ export class Sender {
     }
   }
 
-  private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
-    if (hello.clusterId !== this.options.clusterId) {
-      this.events.push({
-        kind: "refused",
-        code: ErrorCode.UNAUTHENTICATED,
-        message: `standby of cluster ${hello.clusterId}`,
-      });
-      return;
+  /** The first message of a connection must be the peer's hello (peer-identity.ts). */
+  private verifyPeer(message: StandbyMessage): boolean {
+    const o = this.options;
+    const why =
+      message.kind === "hello"
+        ? identityRefusal(
+            { clusterId: o.clusterId, nodeId: o.nodeId, peerName: o.peerName },
+            message,
+          )
+        : { ...NO_HELLO, message: `a ${message.kind} before the standby's hello` };
+    if (why === null) {
+      this.peerVerified = true;
+      return true;
     }
+    this.events.push({ kind: "refused", code: why.code, message: why.message, reason: why.reason });
+    return false;
+  }
+
+  private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
     const s = this.snapshot;
     if (s && hello.snapshotId === s.stream.snapshotId && hello.snapshotChunk >= s.ackedChunks) {
       this.ackSnapshot(hello.snapshotChunk);
@@ -258,6 +307,7 @@ export class Sender {
     const s = this.snapshot!;
     while (s.ackedChunks < received && s.unacked.length > 0) {
       s.unacked.shift();
+      s.doneBytes = s.unackedCoveredBytes.shift() ?? s.doneBytes;
       s.ackedChunks++;
     }
   }
@@ -268,6 +318,8 @@ export class Sender {
     this.snapshot = {
       stream,
       unacked: [],
+      unackedCoveredBytes: [],
+      doneBytes: 0,
       ackedChunks: 0,
       produced: 0,
       exhausted: false,
@@ -340,6 +392,7 @@ export class Sender {
         nodeId: this.options.nodeId,
         firstRetainedSeq: this.log.firstRetainedSeq,
         lastSeq: this.log.lastSeq,
+        ...(this.leaseKey !== undefined ? { leaseKey: this.leaseKey } : {}),
       });
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
@@ -360,6 +413,7 @@ export class Sender {
         sentUs: Math.round(nowMs * 1000),
         lastSeq: this.log.lastSeq,
         syncReplica: this.syncGrant,
+        maintenancePaused: this.maintenancePaused,
       });
     }
     return out;
@@ -379,6 +433,7 @@ export class Sender {
       }
       if (chunk.last) s.exhausted = true;
       s.unacked.push(chunk);
+      s.unackedCoveredBytes.push(s.stream.coveredBytes ?? 0);
       s.produced++;
       const bytes = chunkBytes(chunk);
       s.bytesSent += bytes;
