@@ -136,6 +136,12 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "message from an older epoch",
   ),
   [ErrorCode.INTERNAL]: info("INTERNAL", GrpcStatus.INTERNAL, false, "internal error"),
+  [ErrorCode.WRONG_CLUSTER]: info(
+    "WRONG_CLUSTER",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "this node is not of the cluster the guest expects",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

@@ -7,6 +7,7 @@ export * from "./core/etcd-lease.js";
 export * from "./core/failover.js";
 export * from "./core/lease.js";
 export * from "./core/log.js";
+export * from "./core/log-throttle.js";
 export * from "./core/messages.js";
 export * from "./core/release.js";
 export * from "./core/snapshot.js";

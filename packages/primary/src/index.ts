@@ -11,6 +11,13 @@ export {
   Sequencer,
   type SequencerOptions,
 } from "./core/sequencer.js";
+export {
+  type ConnectionRefusal,
+  FirstMessageDeadlines,
+  type GuardedConnection,
+  GuestGuard,
+  type GuestGuardLimits,
+} from "./core/guest-guard.js";
 export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
 export { GuestService, type GuestServiceDeps } from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
