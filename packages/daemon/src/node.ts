@@ -30,7 +30,9 @@ import {
   type TlsFiles,
   wire,
 } from "@vgpu-ha/common";
+import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
+import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { buildOpsApp } from "./ops/ops-app.js";
 import { PrimaryRole } from "./roles/primary-role.js";
@@ -69,6 +71,8 @@ export class VgpuNode implements Supervisor {
   private readonly tls: TlsFiles | undefined;
   /** How this node dials its peer: mutual TLS naming peer.name, or plaintext. */
   private readonly peer: PeerChannel;
+  /** Counts and logs (rate-limited) what the guest port's defences refuse. */
+  private readonly guestRefused: GuestRefusalSink;
   /** Peer mode: the standby's look for a primary (see watchForPrimary). */
   private primaryWatch: NodeJS.Timeout | undefined;
 
@@ -97,6 +101,11 @@ export class VgpuNode implements Supervisor {
       leaseDurationSeconds: () =>
         (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
     });
+    this.guestRefused = guestRefusalReporter(
+      { warn: (fields, msg) => this.log.warn(fields, msg) },
+      (reason) => this.metrics.guestRefusals.inc({ reason }),
+      () => clock.monotonicMs(),
+    );
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
     this.ops = buildOpsApp({
@@ -135,6 +144,7 @@ export class VgpuNode implements Supervisor {
       supervisor: this,
       arbiter: this.arbiter,
       peerChannel: this.peer,
+      guestRefused: this.guestRefused,
     };
   }
 
@@ -150,9 +160,21 @@ export class VgpuNode implements Supervisor {
     this.guestServer = await startGrpcServer(
       config.guest.listen,
       config.guest.maxMessageBytes,
-      guestService({ session: (stream) => this.role.serveGuest(stream) }),
+      guestService({
+        session: withStreamLimit(
+          config.guest.maxStreamsPerConnection,
+          (peer) => this.guestServer?.streamsOf(peer) ?? 0,
+          this.guestRefused,
+          (stream) => this.role.serveGuest(stream),
+        ),
+      }),
       {
         maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+        guard: {
+          guard: new GuestGuard(config.guest),
+          nowMs: () => this.clock.monotonicMs(),
+          onRefused: this.guestRefused,
+        },
         ...(this.tls && config.guest.tls !== "off"
           ? {
               tls: {

@@ -84,9 +84,9 @@ export const ConfigSchema = z
          * New HTTP/2 streams a connection may open per second, on average (a token bucket)...
          * Past it the connection is closed (GOAWAY ENHANCE_YOUR_CALM) and its source penalised.
          */
-        maxNewStreamsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(200),
+        maxNewStreamsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(1000),
         /** ...and at most this many at once (the bucket's size). */
-        newStreamBurstPerConnection: count(1, 1_000_000).default(400),
+        newStreamBurstPerConnection: count(1, 1_000_000).default(2000),
         /** How long a penalised source's new connections are closed at once. */
         abusePenaltyMs: ms(0, 3_600_000).default(30_000),
         /** A stream that sends no first message (Open) for this long is closed. */
