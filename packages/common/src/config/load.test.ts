@@ -75,6 +75,11 @@ describe("config", () => {
       /limits\.maxSessionsPerTenant: must be at most limits\.maxSessionsTotal/,
     ],
     [{ limits: { sessionOpensPerSecond: 0 } }, /limits\.sessionOpensPerSecond = 0/],
+    [
+      { guest: { maxStreamsPerConnection: 100, newStreamBurstPerConnection: 50 } },
+      /guest\.newStreamBurstPerConnection: must be at least guest\.maxStreamsPerConnection/,
+    ],
+    [{ guest: { openTimeoutMs: 5 } }, /guest\.openTimeoutMs = 5/],
   ])("refuses %j", (input, message) => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
     expect(() => parseConfig(input)).toThrow(message);
