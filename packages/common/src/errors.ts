@@ -140,7 +140,19 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "WRONG_CLUSTER",
     GrpcStatus.FAILED_PRECONDITION,
     false,
-    "this node is not of the cluster the guest expects",
+    "the other side belongs to another cluster",
+  ),
+  [ErrorCode.PRIMARY_LEASED]: info(
+    "PRIMARY_LEASED",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the primary still holds its lease: not promoting (force overrides)",
+  ),
+  [ErrorCode.WRONG_PEER]: info(
+    "WRONG_PEER",
+    GrpcStatus.PERMISSION_DENIED,
+    false,
+    "not this node's configured peer",
   ),
 };
 

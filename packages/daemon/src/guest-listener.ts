@@ -10,9 +10,10 @@ import { type Http2Server, constants as h2, type ServerHttp2Session } from "node
 import { createServer as createNetServer, type Server, type Socket } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
-import { ErrorCode, invariant, LogThrottle, wire } from "@vgpu-ha/common";
+import { ErrorCode, invariant, wire } from "@vgpu-ha/common";
 import type { GuardedConnection, GuestGuard } from "@vgpu-ha/primary";
 import { listenOn } from "./listen-on.js";
+import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 import type { GuestStream } from "./roles/role.js";
 import { createTlsServer, type TlsPortOptions } from "./tls-listener.js";
 
@@ -171,20 +172,15 @@ export async function listenGuest(
  * message is stable for fail2ban: `guest refused: <reason> from <address>`.
  */
 export function guestRefusalReporter(
-  log: { warn(fields: object, msg: string): void },
+  log: WarnLog,
   count: (reason: GuestRefusalReason) => void,
   nowMs: () => number = () => performance.now(),
 ): GuestRefusalSink {
-  const throttle = new LogThrottle(1000);
+  const report = rateLimitedWarn(log, 1000, nowMs);
   return (reason, refusal) => {
     count(reason);
-    const verdict = throttle.note(reason, nowMs());
-    if (!verdict.log) return;
     const source = refusal.remote.slice(0, refusal.remote.lastIndexOf(":"));
-    log.warn(
-      { ...refusal, reason, source, refusedSinceLastLine: verdict.suppressed },
-      `guest refused: ${reason} from ${source}`,
-    );
+    report(reason, { ...refusal, reason, source }, `guest refused: ${reason} from ${source}`);
   };
 }
 

@@ -8,8 +8,9 @@
 
 import { createServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import type * as grpc from "@grpc/grpc-js";
-import { certificateNames, LogThrottle, type TlsFiles } from "@vgpu-ha/common";
+import { certificateNames, type TlsFiles } from "@vgpu-ha/common";
 import { listenOn } from "./listen-on.js";
+import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 
 export type TlsRefusalReason = "handshake" | "certificate" | "identity";
 
@@ -97,18 +98,13 @@ export function createTlsServer(
  */
 export function tlsRefusalReporter(
   port: "guest" | "replication",
-  log: { warn(fields: object, msg: string): void },
+  log: WarnLog,
   count: (labels: { port: string; reason: string }) => void,
   nowMs: () => number = () => performance.now(),
 ): TlsPortOptions["onRefused"] {
-  const throttle = new LogThrottle(1000);
+  const report = rateLimitedWarn(log, 1000, nowMs);
   return (reason, detail, remote) => {
     count({ port, reason });
-    const verdict = throttle.note(port, nowMs());
-    if (!verdict.log) return;
-    log.warn(
-      { port, reason, detail, remote, refusedSinceLastLine: verdict.suppressed },
-      `refused a connection on the ${port} port`,
-    );
+    report(port, { port, reason, detail, remote }, `refused a connection on the ${port} port`);
   };
 }

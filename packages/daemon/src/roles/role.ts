@@ -14,7 +14,9 @@ import type { StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { GuestRefusalSink } from "../guest-listener.js";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
+import type { LeaseThread } from "../lease/lease-thread.js";
 import type { Readiness } from "../ops/ops-app.js";
+import type { ReplicationRefusals } from "../replication-refusals.js";
 
 export type RoleName = "standalone" | "primary" | "standby";
 
@@ -66,6 +68,10 @@ export interface RoleDeps {
   readonly peerChannel?: PeerChannel;
   /** Counts and logs a guest refused by the guest service (open timeout, auth, cluster). */
   readonly guestRefused?: GuestRefusalSink;
+  /** Where replication peers that are not ours are counted and logged. */
+  readonly refusals: ReplicationRefusals;
+  /** Peer mode: the lease thread (heartbeats beside the main loop); undefined when off. */
+  readonly leaseThread?: LeaseThread | undefined;
 }
 
 export interface Role {
