@@ -28,6 +28,16 @@ const RAPID_RESET = join(
   "../../test/dist/support/rapid-reset.js",
 );
 
+/** The node's log once it holds a line matching `pattern` (stderr reaches the file late). */
+async function logMatching(file: string, pattern: RegExp, withinMs = 10_000): Promise<string> {
+  const deadline = performance.now() + withinMs;
+  for (;;) {
+    const log = readFileSync(file, "utf8");
+    if (pattern.test(log) || performance.now() > deadline) return log;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 const metrics = async (ops: string) => new Metrics(await (await fetch(`${ops}/metrics`)).text());
 
 /** Runs the rapid-reset tool in a child process (the attack must not share this event loop). */
@@ -112,8 +122,8 @@ describe("rapid reset against a pair", () => {
     expect((await status(primary)).epoch).toBe(epochA);
     expect((await status(standby)).epoch).toBe(epochB);
     expect((await status(primary)).role).toBe("primary");
-    const log = readFileSync(primary.logFile, "utf8");
-    expect(log).toMatch(/"msg":"guest refused: stream_rate from 127\.0\.0\.2"/);
+    const line = /"msg":"guest refused: stream_rate from 127\.0\.0\.2"/;
+    expect(await logMatching(primary.logFile, line)).toMatch(line);
   }, 120_000);
 });
 
@@ -213,7 +223,7 @@ describe("one node's guest port", () => {
     expect((error as SessionClosedError).code).toBe(ErrorCode.UNAUTHENTICATED);
     const m = await metrics(started.node.ops);
     expect(m.get("vgpu_guest_refusals_total", { reason: "auth" })).toBe(1);
-    const log = readFileSync(started.node.logFile, "utf8");
-    expect(log).toMatch(/"tenant":"mallory".*"msg":"guest refused: auth from 127\.0\.0\.1"/);
+    const line = /"tenant":"mallory".*"msg":"guest refused: auth from 127\.0\.0\.1"/;
+    expect(await logMatching(started.node.logFile, line)).toMatch(line);
   });
 });
