@@ -22,6 +22,7 @@ export type GuestRefusalReason =
   | "penalty"
   | "connections_per_source"
   | "stream_rate"
+  | "early_reset"
   | "stream_limit"
   | "open_timeout"
   | "auth"
@@ -76,10 +77,10 @@ export async function listenGuest(
   /** The connection being injected: grpc-js's http2 server makes its session synchronously. */
   let injecting: Conn | undefined;
 
-  const abuse = (c: Conn) => {
+  const abuse = (c: Conn, reason: "stream_rate" | "early_reset") => {
     if (c.abused) return;
     c.abused = true;
-    onRefused("stream_rate", { remote: c.remote });
+    onRefused(reason, { remote: c.remote });
     // GOAWAY goes out and the session is torn down at once: the rest of what the abuser sent
     // is not parsed into streams. The socket goes too if the session did not take it along.
     c.session?.goaway(h2.NGHTTP2_ENHANCE_YOUR_CALM);
@@ -92,8 +93,14 @@ export async function listenGuest(
     c.session = session;
     session.prependListener("stream", (stream) => {
       c.openStreams++;
-      stream.once("close", () => c.openStreams--);
-      if (!c.abused && !guard.newStream(c.guarded, nowMs())) abuse(c);
+      stream.once("close", () => {
+        c.openStreams--;
+        // Cancelled by the guest before any answer: the mark of HTTP/2 rapid reset (a guest
+        // cancels after an answer, or on its own timeout, rarely).
+        const early = !stream.headersSent && (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR;
+        if (early && !c.abused && !guard.earlyReset(c.guarded, nowMs())) abuse(c, "early_reset");
+      });
+      if (!c.abused && !guard.newStream(c.guarded, nowMs())) abuse(c, "stream_rate");
     });
   });
   const inject = (c: Conn) => {

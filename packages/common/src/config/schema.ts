@@ -89,6 +89,13 @@ export const ConfigSchema = z
         maxNewStreamsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(1000),
         /** ...and at most this many at once (the bucket's size). */
         newStreamBurstPerConnection: count(1, 1_000_000).default(2000),
+        /**
+         * Streams a connection may cancel before the node answered them, per second on average
+         * (HTTP/2 rapid reset); past it, as past the new-stream rate.
+         */
+        maxEarlyResetsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(50),
+        /** ...and at most this many at once. */
+        earlyResetBurstPerConnection: count(1, 1_000_000).default(200),
         /** How long a penalised source's new connections are closed at once. */
         abusePenaltyMs: ms(0, 3_600_000).default(30_000),
         /** A stream that sends no first message (Open) for this long is closed. */

@@ -8,6 +8,8 @@ const LIMITS = {
   maxConnectionsPerSource: 2,
   maxNewStreamsPerConnectionPerSecond: 10,
   newStreamBurstPerConnection: 5,
+  maxEarlyResetsPerConnectionPerSecond: 2,
+  earlyResetBurstPerConnection: 3,
   abusePenaltyMs: 1000,
 };
 
@@ -40,6 +42,14 @@ describe("GuestGuard", () => {
     // The penalty ends 1000 ms after the abuse, and is then forgotten.
     accepted(g.accept("10.0.0.1", 1050));
     expect(g.penalisedSources).toBe(0);
+  });
+
+  it("penalises a connection that cancels streams before they are answered, past its budget", () => {
+    const g = new GuestGuard(LIMITS);
+    const c = accepted(g.accept("s", 0));
+    for (let i = 0; i < 3; i++) expect(g.earlyReset(c, 0)).toBe(true);
+    expect(g.earlyReset(c, 100)).toBe(false); // 0.2 refilled: not enough
+    expect(g.accept("s", 200)).toBe("penalty");
   });
 
   it("refills a connection's streams at the configured rate", () => {

@@ -9,6 +9,10 @@ export interface GuestGuardLimits {
   readonly maxConnectionsPerSource: number;
   readonly maxNewStreamsPerConnectionPerSecond: number;
   readonly newStreamBurstPerConnection: number;
+  /** Streams the guest cancels before the node answered them (HTTP/2 rapid reset), per second... */
+  readonly maxEarlyResetsPerConnectionPerSecond: number;
+  /** ...and at most this many at once. */
+  readonly earlyResetBurstPerConnection: number;
   /** 0: abusers are closed but not penalised. */
   readonly abusePenaltyMs: number;
   /** Sources held in the penalty box at most; past it the oldest penalty is forgotten. */
@@ -22,6 +26,7 @@ export type ConnectionRefusal = "penalty" | "connections_per_source";
 export interface GuardedConnection {
   readonly source: string;
   readonly streams: TokenBucket;
+  readonly resets: TokenBucket;
   closed: boolean;
 }
 
@@ -52,6 +57,11 @@ export class GuestGuard {
         l.newStreamBurstPerConnection,
         nowMs,
       ),
+      resets: new TokenBucket(
+        l.maxEarlyResetsPerConnectionPerSecond,
+        l.earlyResetBurstPerConnection,
+        nowMs,
+      ),
       closed: false,
     };
   }
@@ -71,6 +81,16 @@ export class GuestGuard {
    */
   newStream(conn: GuardedConnection, nowMs: number): boolean {
     if (conn.streams.take(nowMs)) return true;
+    this.penalise(conn.source, nowMs);
+    return false;
+  }
+
+  /**
+   * The guest cancelled a stream before the node answered it: true within the connection's
+   * budget of such resets; false when it abuses it (the source is penalised, as for newStream).
+   */
+  earlyReset(conn: GuardedConnection, nowMs: number): boolean {
+    if (conn.resets.take(nowMs)) return true;
     this.penalise(conn.source, nowMs);
     return false;
   }
