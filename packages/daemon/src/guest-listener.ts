@@ -46,6 +46,9 @@ export interface GuestListenerOptions {
   readonly tls?: TlsPortOptions;
 }
 
+/** A stream reset by the guest sooner than this after it opened counts as an early reset. */
+const EARLY_RESET_MS = 1000;
+
 /** An abuser's socket is destroyed at the latest this long after its GOAWAY. */
 const GOAWAY_GRACE_MS = 20;
 
@@ -93,12 +96,16 @@ export async function listenGuest(
     c.session = session;
     session.prependListener("stream", (stream) => {
       c.openStreams++;
+      const openedMs = nowMs();
       stream.once("close", () => {
         c.openStreams--;
-        // Cancelled by the guest before any answer: the mark of HTTP/2 rapid reset (a guest
-        // cancels after an answer, or on its own timeout, rarely).
-        const early = !stream.headersSent && (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR;
-        if (early && !c.abused && !guard.earlyReset(c.guarded, nowMs())) abuse(c, "early_reset");
+        // Reset within EARLY_RESET_MS of opening it: the mark of HTTP/2 rapid reset. A guest
+        // ends a session with Close and a half-close (NO_ERROR), and cancels a stream rarely;
+        // grpc-js answers each stream's headers at once, so "before any answer" never holds.
+        const now = nowMs();
+        const reset = (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR;
+        const early = reset && now - openedMs < EARLY_RESET_MS;
+        if (early && !c.abused && !guard.earlyReset(c.guarded, now)) abuse(c, "early_reset");
       });
       if (!c.abused && !guard.newStream(c.guarded, nowMs())) abuse(c, "stream_rate");
     });

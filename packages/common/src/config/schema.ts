@@ -90,7 +90,7 @@ export const ConfigSchema = z
         /** ...and at most this many at once (the bucket's size). */
         newStreamBurstPerConnection: count(1, 1_000_000).default(2000),
         /**
-         * Streams a connection may cancel before the node answered them, per second on average
+         * Streams a connection resets within 1 s of opening them, per second on average
          * (HTTP/2 rapid reset); past it, as past the new-stream rate.
          */
         maxEarlyResetsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(50),

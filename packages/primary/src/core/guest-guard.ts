@@ -9,7 +9,7 @@ export interface GuestGuardLimits {
   readonly maxConnectionsPerSource: number;
   readonly maxNewStreamsPerConnectionPerSecond: number;
   readonly newStreamBurstPerConnection: number;
-  /** Streams the guest cancels before the node answered them (HTTP/2 rapid reset), per second... */
+  /** Streams the guest resets within a second of opening them (HTTP/2 rapid reset), per second... */
   readonly maxEarlyResetsPerConnectionPerSecond: number;
   /** ...and at most this many at once. */
   readonly earlyResetBurstPerConnection: number;
@@ -86,7 +86,7 @@ export class GuestGuard {
   }
 
   /**
-   * The guest cancelled a stream before the node answered it: true within the connection's
+   * The guest reset a stream just after opening it: true within the connection's
    * budget of such resets; false when it abuses it (the source is penalised, as for newStream).
    */
   earlyReset(conn: GuardedConnection, nowMs: number): boolean {
