@@ -1,3 +1,4 @@
+export * from "./call-stats.js";
 export * from "./calls.js";
 export * from "./clock.js";
 export * from "./config/load.js";
