@@ -13,6 +13,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Counter, Histogram, Registry } from "prom-client";
+import { floats } from "./gpu-model.js";
 import { type Metric, publish } from "./report.js";
 import { median } from "./timing.js";
 
@@ -87,18 +88,6 @@ function guest(backend: Backend, id: string) {
   const ctx = call({ op: "contextCreate" });
   if (ctx.kind !== "handle") throw new Error("no context");
   return { call, context: ctx.handle };
-}
-
-function floats(count: number, seed: number): Uint8Array {
-  const values = new Float32Array(count);
-  let x = seed;
-  for (let i = 0; i < count; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    values[i] = (x >>> 0) / 2 ** 31 - 1;
-  }
-  return new Uint8Array(values.buffer);
 }
 
 /** One gemm round: GFLOP/s by CPU time. */

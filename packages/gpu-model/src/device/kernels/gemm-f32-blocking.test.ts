@@ -1,6 +1,7 @@
 // Proves the register-blocked gemm_f32 writes exactly the bits of the kernel it replaced (the
 // plain i-p-j loop, kept below as the reference) on random shapes that straddle the 4×4 tile
-// (whole tiles, leftover rows, leftover columns, both) and on float32 data rich in NaNs,
+// (whole tiles, leftover rows, leftover columns, both) and the 256-deep panels of B (k across
+// several panels, whose sums wait in C between them), on float32 data rich in NaNs,
 // infinities, signed zeros and subnormals, where any change in summation order would show.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -98,6 +99,25 @@ describe("gemm_f32 register blocking", () => {
 
   it("writes the previous kernel's bits on larger shapes", () => {
     fc.assert(fc.property(caseArb(37), check), { numRuns: 25 });
+  });
+
+  it("writes the previous kernel's bits when k spans several panels of B (256 values of p)", () => {
+    const caseOfK = fc
+      .tuple(
+        fc.integer({ min: 4, max: 9 }),
+        fc.integer({ min: 4, max: 9 }),
+        fc.constantFrom(255, 256, 257, 512, 700),
+      )
+      .chain(([m, n, k]) =>
+        fc.record({
+          m: fc.constant(m),
+          n: fc.constant(n),
+          k: fc.constant(k),
+          a: fc.array(bitsArb, { minLength: m * k, maxLength: m * k }),
+          b: fc.array(bitsArb, { minLength: k * n, maxLength: k * n }),
+        }),
+      );
+    fc.assert(fc.property(caseOfK, check), { numRuns: 15 });
   });
 
   it("writes the previous kernel's bits where one addition order would lose a small term", () => {
