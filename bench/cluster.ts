@@ -65,6 +65,7 @@ export function startStandby(
       ...COMMON,
       nodeId: "b",
       role: "standby",
+      peer: { name: "a" },
       ...(options.listen ? { replication: { listen: options.listen } } : {}),
       ...leaseConfig(options.lease),
       device: { ...DEVICE, seed: 2 },

@@ -1,5 +1,5 @@
 // Proves a standby refuses a replication peer that is not its primary — an older epoch,
-// another cluster, a forged node id (its own, or not peer.name under tls), a stream without a
+// another cluster, a forged node id (its own, or not peer.name, tls or not), a stream without a
 // hello — with a typed error and no state change, and that entries out of order are never
 // applied: shuffled and repeated batches from a real primary's log leave the replica exactly
 // where in-order delivery takes it.
@@ -34,23 +34,18 @@ const toBytes = (w: wire.StandbyMessage) => toBinary(wire.StandbyMessageSchema, 
 describe("a replication peer that is not the standby's primary", () => {
   it.each([
     [
-      "an older epoch",
-      helloOf("fuzz", "primary", 4),
-      ErrorCode.STALE_EPOCH,
-      /epoch 4 is older than 5/,
-    ],
-    [
-      "another cluster",
+      "another cluster (of a higher epoch)",
       helloOf("other", "primary", 9),
-      ErrorCode.UNAUTHENTICATED,
-      /not a primary of this cluster/,
+      ErrorCode.WRONG_CLUSTER,
+      /cluster "other" is not/,
     ],
     [
-      "the standby's own node id",
-      helloOf("fuzz", "standby", 9),
-      ErrorCode.UNAUTHENTICATED,
-      /own id/,
+      "the right cluster and another node id than peer.name (no tls)",
+      helloOf("fuzz", "node-x", 1001),
+      ErrorCode.WRONG_PEER,
+      /node "node-x" is not this node's peer "primary"/,
     ],
+    ["the standby's own node id", helloOf("fuzz", "standby", 9), ErrorCode.WRONG_PEER, /own id/],
     [
       "entries without a hello",
       encodePrimaryMessage({
@@ -60,10 +55,10 @@ describe("a replication peer that is not the standby's primary", () => {
         lastSeq: 9,
         syncReplica: true,
       }),
-      ErrorCode.STALE_EPOCH,
+      ErrorCode.WRONG_PEER,
       /must start with a hello/,
     ],
-  ] as const)("is refused: %s", (_, first, code, message) => {
+  ] as const)("is refused, and learns not even our epoch: %s", (_, first, code, message) => {
     const { link, view } = standbyFixture();
     const before = view();
     const call = new FakeCall();
@@ -80,7 +75,7 @@ describe("a replication peer that is not the standby's primary", () => {
       }),
     );
     const [reply, ...rest] = replies(call);
-    expect(reply).toMatchObject({ kind: "error", code, epoch: 5 });
+    expect(reply).toMatchObject({ kind: "error", code, epoch: 0 });
     expect((reply as { message: string }).message).toMatch(message);
     expect(rest).toEqual([]); // nothing after the refusal: the stream is closed
     expect(call.ended).toBe(true);
@@ -89,13 +84,28 @@ describe("a replication peer that is not the standby's primary", () => {
     expect(view()).toEqual(before);
   });
 
-  it("under tls, a hello naming another node than peer.name is refused; peer.name's is taken", () => {
+  it("its own peer at an older epoch gets our hello (so it can step down), then the refusal", () => {
+    const { link, view } = standbyFixture();
+    const before = view();
+    const call = new FakeCall();
+    link.accept(call as never);
+    call.emit("data", helloOf("fuzz", "primary", 4));
+    const [hello, error, ...rest] = replies(call);
+    expect(hello).toMatchObject({ kind: "hello", epoch: 5, clusterId: "fuzz", nodeId: "standby" });
+    expect(error).toMatchObject({ kind: "error", code: ErrorCode.STALE_EPOCH, epoch: 5 });
+    expect((error as { message: string }).message).toMatch(/epoch 4 is older than 5/);
+    expect(rest).toEqual([]);
+    expect(call.ended).toBe(true);
+    expect(view()).toEqual(before);
+  });
+
+  it("a hello naming another node than peer.name is refused; peer.name's is taken", () => {
     const { link, view } = standbyFixture("node-p");
     const before = view();
     const forged = new FakeCall();
     link.accept(forged as never);
     forged.emit("data", helloOf("fuzz", "node-x", 9));
-    expect(replies(forged)[0]).toMatchObject({ kind: "error", code: ErrorCode.UNAUTHENTICATED });
+    expect(replies(forged)[0]).toMatchObject({ kind: "error", code: ErrorCode.WRONG_PEER });
     expect(view()).toEqual(before);
     const real = new FakeCall();
     link.accept(real as never);

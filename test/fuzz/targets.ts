@@ -222,6 +222,9 @@ const framesOnGuestPort: FuzzTarget = {
 export class FakeCall extends EventEmitter {
   readonly written: wire.StandbyMessage[] = [];
   ended = false;
+  getPeer(): string {
+    return "127.0.0.1:40000";
+  }
   write(m: wire.StandbyMessage): boolean {
     this.written.push(m);
     return true;
@@ -242,7 +245,7 @@ const STANDBY_OPTIONS: BackendOptions = {
 
 /** A standby at epoch 5 holding a replica at seq 4 (a session of a with a context and data). */
 export function standbyFixture(
-  expectedPrimary?: string,
+  peerName = "primary",
   apply?: (backend: Backend, entry: Entry) => ReturnType<typeof applyEntry>,
 ) {
   const backend = new Backend(STANDBY_OPTIONS);
@@ -271,7 +274,7 @@ export function standbyFixture(
     logger: createLogger({ level: "silent", nodeId: "standby" }),
     onStep: () => undefined,
     now: () => 0,
-    ...(expectedPrimary ? { expectedPrimary } : {}),
+    identity: { clusterId: "fuzz", nodeId: "standby", peerName },
   });
   const view = () => ({
     seq: receiver.appliedSeq,
@@ -360,6 +363,7 @@ const answersToPrimary: FuzzTarget = {
         {
           clusterId: "fuzz",
           nodeId: "primary",
+          peerName: "standby",
           maxBatchEntries: 16,
           maxBatchBytes: 1 << 16,
           maxInflightEntries: 64,

@@ -207,4 +207,34 @@ describe("failover", () => {
     expect(forced.status).toBe(200);
     expect((await status(pair.node("a"))).role).toBe("standby");
   });
+
+  it("refuses to promote the standby of a healthy, leased primary (PRIMARY_LEASED); forced, it promotes", async () => {
+    pair = await FailoverPair.create();
+    await streaming(pair, "a");
+    const post = (path: string) =>
+      fetch(`${pair!.node("b").ops}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      });
+    const refused = await post("/v1/promote");
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({
+      error: "promote_refused",
+      code: "PRIMARY_LEASED",
+    });
+    expect((await status(pair.node("a"))).role).toBe("primary");
+    expect([(await status(pair.node("a"))).epoch, (await status(pair.node("b"))).epoch]).toEqual([
+      1, 1,
+    ]);
+    const forced = await post("/v1/promote?force=true");
+    expect(forced.status).toBe(200);
+    expect(await forced.json()).toMatchObject({ role: "primary", epoch: 2 });
+    await waitFor(
+      "a stepped down",
+      async () => (await status(pair!.node("a"))).role === "standby",
+      {
+        timeoutMs: 10_000,
+      },
+    );
+  });
 });

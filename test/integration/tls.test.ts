@@ -34,11 +34,19 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A pair whose standby expects a primary named node-p, and whose primary a standby node-s. */
+/**
+ * A pair whose standby expects a primary named node-p, and whose primary a standby node-s. A
+ * node given the intruder's certificate is named intruder (a node's certificate must name it).
+ */
 async function pair(primaryTls: CertFiles | undefined, standbyTls: CertFiles | undefined) {
+  const named = (files: CertFiles | undefined) =>
+    files === good.intruder ? { nodeId: "intruder" } : {};
   const p = await ReplicationPair.start({
-    primary: primaryTls ? { tls: primaryTls } : {},
-    standby: { peer: { name: "node-p" }, ...(standbyTls ? { tls: standbyTls } : {}) },
+    primary: primaryTls ? { tls: primaryTls, ...named(primaryTls) } : {},
+    standby: {
+      peer: { name: "node-p" },
+      ...(standbyTls ? { tls: standbyTls, ...named(standbyTls) } : {}),
+    },
   });
   pairs.push(p);
   return p;
@@ -127,6 +135,7 @@ describe("TLS on the guest port", () => {
 
   it("takes a tenant by its client certificate and a token tenant over TLS; refuses the rest", async () => {
     const node = await startNode({
+      nodeId: "node-s",
       tls: good["node-s"],
       guest: { listen: "127.0.0.1:0", tls: "mutual" },
       tenants: [ALPHA, BETA],

@@ -14,11 +14,12 @@ afterEach(async () => {
   pair = undefined;
 });
 
-/** Runs vgpuctl with a clean environment (no VGPU_* from the caller). */
+/** Runs vgpuctl with a clean environment (no VGPUCTL_* or VGPU_* from the caller). */
 function vgpuctl(...args: string[]) {
   const env = { ...process.env };
-  delete env.VGPU_NODES;
-  delete env.VGPU_TOKEN;
+  for (const name of ["VGPUCTL_NODES", "VGPUCTL_TOKEN", "VGPU_NODES", "VGPU_TOKEN"]) {
+    delete env[name];
+  }
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: "utf8",
     timeout: 30_000,

@@ -50,7 +50,7 @@ export interface SimParams {
   /** A checkpoint entry with the primary's digest this often (0: none). */
   readonly checkpointEveryMs: number;
   readonly snapshotChunkBytes: number;
-  readonly sender: Omit<SenderOptions, "clusterId" | "nodeId">;
+  readonly sender: Omit<SenderOptions, "clusterId" | "nodeId" | "peerName">;
   /** The shell's poll timer. */
   readonly tickMs: number;
   /** How long the healed system may take to catch up before that counts as a liveness failure. */

@@ -102,7 +102,7 @@ export class Simulation {
       () => this.nowMs,
     );
     this.sender = new Sender(
-      { clusterId: "sim", nodeId: "primary", ...params.sender },
+      { clusterId: "sim", nodeId: "primary", peerName: "standby", ...params.sender },
       this.log,
       () => {
         this.sequencer.flushMmio();

@@ -62,6 +62,7 @@ function baseConfig(dir: string, role: "primary" | "standby"): Json {
     clusterId: "it-replication",
     nodeId: role === "primary" ? "node-p" : "node-s",
     role,
+    peer: { name: role === "primary" ? "node-s" : "node-p" },
     stateDir: join(dir, `${role}-state`),
     guest: { listen: "127.0.0.1:0" },
     ops: { listen: "127.0.0.1:0", token: OPS_TOKEN },

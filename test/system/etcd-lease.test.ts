@@ -45,10 +45,17 @@ async function record(server: EtcdServer): Promise<Record_ | undefined> {
   return v === undefined ? undefined : JSON.parse(Buffer.from(v, "base64").toString());
 }
 
-async function etcdPair(options: { proxied?: boolean } = {}): Promise<FailoverPair> {
+async function etcdPair(
+  options: { proxied?: boolean; watchdogMs?: number } = {},
+): Promise<FailoverPair> {
   etcd = await startEtcd(etcdBinary);
-  const lease = { mode: "etcd", etcd: { endpoints: [etcd.endpoint], ttlMs: TTL_MS } };
-  const p = await FailoverPair.create({ lease }, async (configs) => {
+  const lease = {
+    mode: "etcd",
+    etcd: { endpoints: [etcd.endpoint], ttlMs: TTL_MS },
+    ...(options.watchdogMs !== undefined ? { watchdogMs: options.watchdogMs } : {}),
+  };
+  const extra = { lease, testing: { faultInjection: true } };
+  const p = await FailoverPair.create(extra, async (configs) => {
     if (!options.proxied) return;
     // Each node reaches its peer's replication port only through a proxy the test controls.
     for (const [self, other] of [
@@ -226,5 +233,46 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
       { timeoutMs: 20_000 },
     );
     await stopAndCheck(gs);
+  });
+
+  it.each([
+    ["keeps the key", 5000, 1],
+    ["without it (watchdogMs 0), the key expires and the standby takes it", 0, 2],
+  ] as const)("the lease thread, through a 3 s main-loop stall (TTL 2 s): %s", async (_, watchdogMs, epoch) => {
+    pair = await etcdPair({ watchdogMs });
+    if (watchdogMs > 0) {
+      await waitFor("the lease thread keeps the etcd lease alive", async () => {
+        const t = (await status(pair!.node("a"))).leaseThread as { etcdKeepalivesAnswered: number };
+        return t.etcdKeepalivesAnswered > 0;
+      });
+    }
+    const res = await fetch(`${pair.node("a").ops}/v1/test/stall?ms=3000`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    expect(res.status).toBe(200);
+    await sleep(5000);
+    await waitFor(
+      "a primary again",
+      async () => {
+        const [a, b] = [await status(pair!.node("a")), await status(pair!.node("b"))];
+        return [a, b].some((n) => n.role === "primary" && n.epoch === epoch);
+      },
+      { timeoutMs: 15_000 },
+    ).catch(async (e: Error) => {
+      const s = [await status(pair!.node("a")), await status(pair!.node("b"))];
+      const seen = s.map((n) => [n.role, n.epoch, n.lease, n.leaseThread]);
+      throw new Error(
+        `${e.message}: ${JSON.stringify(seen)} ${JSON.stringify(await record(etcd!))}`,
+      );
+    });
+    expect((await record(etcd!))?.epoch).toBe(epoch);
+    if (epoch === 1) {
+      const thread = (await status(pair.node("a"))).leaseThread as {
+        etcdKeepalivesAnswered: number;
+      };
+      expect(thread.etcdKeepalivesAnswered).toBeGreaterThan(0);
+      expect((await status(pair.node("a"))).role).toBe("primary");
+    }
   });
 });

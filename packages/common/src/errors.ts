@@ -136,6 +136,24 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "message from an older epoch",
   ),
   [ErrorCode.INTERNAL]: info("INTERNAL", GrpcStatus.INTERNAL, false, "internal error"),
+  [ErrorCode.WRONG_CLUSTER]: info(
+    "WRONG_CLUSTER",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the other side belongs to another cluster",
+  ),
+  [ErrorCode.PRIMARY_LEASED]: info(
+    "PRIMARY_LEASED",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the primary still holds its lease: not promoting (force overrides)",
+  ),
+  [ErrorCode.WRONG_PEER]: info(
+    "WRONG_PEER",
+    GrpcStatus.PERMISSION_DENIED,
+    false,
+    "not this node's configured peer",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

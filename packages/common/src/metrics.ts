@@ -239,6 +239,18 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["what"],
       registers,
     }),
+    stateDiscards: new Counter({
+      name: "vgpu_state_discarded_total",
+      help: "What a primary threw away when it stepped down without a handover (it restarts as an empty standby): sessions, contexts and bytes of VRAM it held, and log entries its peer never confirmed (entries)",
+      labelNames: ["what"],
+      registers,
+    }),
+    replicationRefusals: new Counter({
+      name: "vgpu_replication_refusals_total",
+      help: "Replication streams and probes refused (or peers not believed) because they did not come from this node's configured peer: wrong_cluster, wrong_node, own_node_id, no_hello; by direction (inbound: dialled us; outbound: we dialled it)",
+      labelNames: ["reason", "direction"],
+      registers,
+    }),
     staleEpochRefusals: new Counter({
       name: "vgpu_stale_epoch_refusals_total",
       help: "Messages refused because they carried an older epoch",

@@ -15,15 +15,19 @@ import {
   createClient,
   createMetrics,
   discardedOnStepDown,
+  ERROR_CATALOGUE,
+  ErrorCode,
+  errorName,
   type Holding,
+  identityRefusal,
   initialRole,
   type Logger,
   mayAcquire,
   type NodeMetrics,
   type PeerChannel,
+  type PeerIdentityRule,
   peerChannel,
   promotionEpoch,
-  readTlsFiles,
   standbyWithoutPrimary,
   stepDownEpoch,
   systemClock,
@@ -31,8 +35,11 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import type { FastifyInstance } from "fastify";
+import { checkBeforeStart } from "./check/start-checks.js";
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
+import { LeaseThread } from "./lease/lease-thread.js";
 import { buildOpsApp } from "./ops/ops-app.js";
+import { type ReplicationRefusals, replicationRefusals } from "./replication-refusals.js";
 import { PrimaryRole } from "./roles/primary-role.js";
 import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
@@ -71,6 +78,10 @@ export class VgpuNode implements Supervisor {
   private readonly peer: PeerChannel;
   /** Peer mode: the standby's look for a primary (see watchForPrimary). */
   private primaryWatch: NodeJS.Timeout | undefined;
+  /** Peer mode: heartbeats on a thread of their own (lease/lease-thread.ts). */
+  private leaseThread: LeaseThread | undefined;
+  /** Replication peers that are not ours: counted and logged (rate-limited). */
+  private readonly refusals: ReplicationRefusals;
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -78,7 +89,7 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
-    this.tls = config.tls ? readTlsFiles(config.tls) : undefined;
+    this.tls = checkBeforeStart(config);
     this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
       config.lease.mode === "etcd" && config.role !== "standalone"
@@ -97,6 +108,7 @@ export class VgpuNode implements Supervisor {
       leaseDurationSeconds: () =>
         (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
     });
+    this.refusals = replicationRefusals(this.metrics, () => this.log);
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
     this.ops = buildOpsApp({
@@ -114,7 +126,9 @@ export class VgpuNode implements Supervisor {
           if (!this.role.verify) throw new Error("verify runs on the primary");
           return { ...(await this.role.verify()) };
         },
-        ...(config.testing.faultInjection ? { corrupt: () => this.role.corrupt?.() } : {}),
+        ...(config.testing.faultInjection
+          ? { corrupt: () => this.role.corrupt?.(), stall: (ms: number) => busyWait(ms) }
+          : {}),
         promote: (force) => this.manualPromote(force),
         demote: (force) => this.manualDemote(force),
         switchover: () => this.switchover(),
@@ -135,6 +149,9 @@ export class VgpuNode implements Supervisor {
       supervisor: this,
       arbiter: this.arbiter,
       peerChannel: this.peer,
+      refusals: this.refusals,
+      // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
+      leaseThread: this.config.lease.mode === "peer" ? this.leaseThread : undefined,
     };
   }
 
@@ -147,43 +164,52 @@ export class VgpuNode implements Supervisor {
   async start(): Promise<NodeAddresses> {
     const { config } = this;
     this.currentEpoch = this.store.read();
-    this.guestServer = await startGrpcServer(
+    this.guestServer = await bound(
+      "guest.listen",
       config.guest.listen,
-      config.guest.maxMessageBytes,
-      guestService({ session: (stream) => this.role.serveGuest(stream) }),
-      {
-        maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
-        ...(this.tls && config.guest.tls !== "off"
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
-                onRefused: this.tlsRefusals("guest"),
-              },
-            }
-          : {}),
-      },
+      startGrpcServer(
+        config.guest.listen,
+        config.guest.maxMessageBytes,
+        guestService({ session: (stream) => this.role.serveGuest(stream) }),
+        {
+          maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+          ...(this.tls && config.guest.tls !== "off"
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: config.guest.tls === "mutual" ? "required" : "optional",
+                  onRefused: this.tlsRefusals("guest"),
+                },
+              }
+            : {}),
+        },
+      ),
     );
     if (config.role !== "standalone") {
-      this.replicationServer = await startGrpcServer(
+      this.replicationServer = await bound(
+        "replication.listen",
         config.replication.listen,
-        config.guest.maxMessageBytes,
-        replicationService({
-          stream: (call) => this.role.acceptReplication(call),
-          probe: (call, callback) => callback(null, this.answerProbe(call.request)),
-        }),
-        this.tls
-          ? {
-              tls: {
-                files: this.tls,
-                clientCertificates: "required",
-                peerName: config.peer.name,
-                onRefused: this.tlsRefusals("replication"),
-              },
-            }
-          : {},
+        startGrpcServer(
+          config.replication.listen,
+          config.guest.maxMessageBytes,
+          replicationService({
+            stream: (call) => this.role.acceptReplication(call),
+            probe: (call, callback) => this.answerProbe(call, callback),
+          }),
+          this.tls
+            ? {
+                tls: {
+                  files: this.tls,
+                  clientCertificates: "required",
+                  peerName: config.peer.name,
+                  onRefused: this.tlsRefusals("replication"),
+                },
+              }
+            : {},
+        ),
       );
     }
+    this.leaseThread = this.startLeaseThread();
     const initial = await this.decideRole();
     // A stream that reached the placeholder while we probed must not stay attached to it: the
     // primary redials and meets the real role.
@@ -194,7 +220,11 @@ export class VgpuNode implements Supervisor {
       this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
     }
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
-    const ops = await this.ops.listen({ host: opsHost, port: opsPort });
+    const ops = await bound(
+      "ops.listen",
+      config.ops.listen,
+      this.ops.listen({ host: opsHost, port: opsPort }),
+    );
     const host = (a: string) => a.slice(0, a.lastIndexOf(":"));
     const addresses: NodeAddresses = {
       guest: `${host(config.guest.listen)}:${this.guestServer.port}`,
@@ -205,6 +235,47 @@ export class VgpuNode implements Supervisor {
     };
     this.log.info({ ...addresses, version: VERSION }, "node serving");
     return addresses;
+  }
+
+  /** Peer mode with lease.watchdogMs > 0: the lease thread, on the replication port over UDP. */
+  private startLeaseThread(): LeaseThread | undefined {
+    const { config } = this;
+    const port = this.replicationServer?.port;
+    if (port === undefined || config.lease.watchdogMs === 0) return undefined;
+    const peerAddress = config.peer.leaseAddress ?? config.peer.replicationAddress;
+    const [peerHost, peerPort] = peerAddress ? splitHostPort(peerAddress) : [];
+    const [bindHost] = splitHostPort(config.replication.listen);
+    const e = config.lease.etcd;
+    const thread = new LeaseThread(
+      {
+        mode: config.lease.mode,
+        etcd: {
+          endpoints: e.endpoints,
+          keepaliveMs: e.keepaliveMs,
+          requestTimeoutMs: e.requestTimeoutMs,
+          driftMarginMs: config.lease.driftMarginMs,
+        },
+        bindHost,
+        bindPort: port,
+        peer:
+          peerHost !== undefined && peerPort !== undefined
+            ? { host: peerHost, port: peerPort }
+            : undefined,
+        heartbeatMs: config.lease.heartbeatMs,
+        watchdogMs: config.lease.watchdogMs,
+        progressEveryMs: Math.max(5, Math.min(50, Math.floor(config.lease.heartbeatMs / 2))),
+        mainNowMs: () => this.clock.monotonicMs(),
+      },
+      this.baseLog.child({ component: "lease-thread" }),
+    );
+    const arbiter = this.arbiter;
+    if (arbiter) {
+      // etcd mode: the thread keeps the leader key's lease alive beside the main loop.
+      arbiter.onHolding = (lease) => thread.etcd(lease?.leaseId);
+      arbiter.threadEndMs = () => thread.etcdEndMs();
+      thread.onEtcdLost = (id) => arbiter.lost(id);
+    }
+    return thread;
   }
 
   private tlsRefusals(port: "guest" | "replication") {
@@ -312,7 +383,13 @@ export class VgpuNode implements Supervisor {
         });
         const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
         client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
-          if (err || !res || res.clusterId !== this.config.clusterId) return resolve(undefined);
+          if (err || !res) return resolve(undefined);
+          // Believe nothing (above all no epoch) from a node that is not our peer.
+          const who = identityRefusal(this.identityRule(), res);
+          if (who !== null) {
+            this.refusals.report(who, address, "outbound");
+            return resolve(undefined);
+          }
           const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
           resolve({
             nodeId: res.nodeId,
@@ -328,16 +405,35 @@ export class VgpuNode implements Supervisor {
     }
   }
 
-  private answerProbe(request: wire.ProbeRequest): wire.ProbeResponse {
+  private identityRule(): PeerIdentityRule {
+    const c = this.config;
+    return { clusterId: c.clusterId, nodeId: c.nodeId, peerName: c.peer.name };
+  }
+
+  /** A Probe from our peer is answered; anyone else learns nothing of this node. */
+  private answerProbe(
+    call: grpc.ServerUnaryCall<wire.ProbeRequest, wire.ProbeResponse>,
+    callback: grpc.sendUnaryData<wire.ProbeResponse>,
+  ): void {
+    const who = identityRefusal(this.identityRule(), call.request);
+    if (who !== null) {
+      this.refusals.report(who, call.getPeer(), "inbound");
+      const status = ERROR_CATALOGUE[who.code].grpcStatus;
+      callback({ code: status, details: `${errorName(who.code)}: ${who.message}` });
+      return;
+    }
     const p = this.role.probe();
-    return create(wire.ProbeResponseSchema, {
-      clusterId: request.clusterId === this.config.clusterId ? this.config.clusterId : "",
-      nodeId: this.config.nodeId,
-      role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
-      epoch: BigInt(this.currentEpoch),
-      replica: p.replica,
-      appliedSeq: BigInt(p.appliedSeq),
-    });
+    callback(
+      null,
+      create(wire.ProbeResponseSchema, {
+        clusterId: this.config.clusterId,
+        nodeId: this.config.nodeId,
+        role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
+        epoch: BigInt(this.currentEpoch),
+        replica: p.replica,
+        appliedSeq: BigInt(p.appliedSeq),
+      }),
+    );
   }
 
   /** Switches to a fresh role of the given kind (the previous one must be stopped). */
@@ -379,6 +475,7 @@ export class VgpuNode implements Supervisor {
       // After a handover the states are equal: keep ours and stay a replica (no snapshot).
       const kept = primary.handedOver();
       const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
+      const state = primary.stateOnStepDown(kept !== undefined);
       this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
       await primary.stop(`stepping down: ${reason}`);
       await this.arbiter?.resign(); // etcd mode: a standby holds no key
@@ -389,6 +486,10 @@ export class VgpuNode implements Supervisor {
         discarded.acknowledgedFrames,
       );
       this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
+      this.metrics.stateDiscards.inc({ what: "sessions" }, state.sessions);
+      this.metrics.stateDiscards.inc({ what: "contexts" }, state.contexts);
+      this.metrics.stateDiscards.inc({ what: "vram_bytes" }, state.vramBytes);
+      this.metrics.stateDiscards.inc({ what: "entries" }, state.entries);
       this.log = this.baseLog.child({ role: "standby", epoch: this.currentEpoch });
       if (kept) {
         this.log.warn(
@@ -401,7 +502,7 @@ export class VgpuNode implements Supervisor {
         this.become("standby", "switchover", standby);
       } else {
         this.log.error(
-          { seq: primary.log.lastSeq, theirEpoch, discarded },
+          { seq: primary.log.lastSeq, theirEpoch, discarded, state },
           `stepping down to standby: ${reason}; discarding this node's state`,
         );
         this.become("standby", why);
@@ -411,10 +512,21 @@ export class VgpuNode implements Supervisor {
     return this.transition;
   }
 
-  /** Operator: promote this standby (refused when it is not eligible, unless forced). */
+  /**
+   * Operator: promote this standby — refused while its primary may still hold its lease (it
+   * spoke within a lease: PRIMARY_LEASED) or when the replica is not eligible, unless forced.
+   * Forcing past a live primary makes two primaries; the lower epoch then discards its state.
+   */
   async manualPromote(force: boolean): Promise<Record<string, unknown>> {
     const standby = this.role;
     if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
+    if (!force && !this.arbiter && standby.primaryInSight()) {
+      throw new OpsRefusal(
+        409,
+        `the primary was heard from within the lease (${this.config.lease.durationMs} ms) and may still hold it: not promoting (use switchover on the primary, or force to override)`,
+        ErrorCode.PRIMARY_LEASED,
+      );
+    }
     const why = standby.ineligibleReason();
     if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
     let etcdEpoch: number | undefined;
@@ -482,6 +594,7 @@ export class VgpuNode implements Supervisor {
     await this.arbiter?.close();
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
+    await this.leaseThread?.close();
     await this.ops.close();
     this.log.info("node stopped");
   }
@@ -497,6 +610,7 @@ export class VgpuNode implements Supervisor {
       contexts: c.contexts,
       bos: c.bos,
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
+      leaseThread: this.leaseThread?.counts() ?? null,
       version: VERSION,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
@@ -506,9 +620,22 @@ export class VgpuNode implements Supervisor {
 /** An admin action refused, with the HTTP status to answer. */
 export class OpsRefusal extends Error {
   readonly status: number;
-  constructor(status: number, message: string) {
+  /** A stable code from the error catalogue, when the refusal has one. */
+  readonly code: string | undefined;
+  constructor(status: number, message: string, code?: ErrorCode) {
     super(message);
     this.status = status;
+    this.code = code === undefined ? undefined : errorName(code);
+  }
+}
+
+/** A listener that failed to bind says which field: "ops.listen 10.0.0.1:9400: …". */
+async function bound<T>(field: string, address: string, binding: Promise<T>): Promise<T> {
+  try {
+    return await binding;
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new Error(`${field} ${address}: cannot bind: ${why}`, { cause: e });
   }
 }
 
@@ -523,4 +650,13 @@ function holdingOf(peer: PeerView): Holding {
   if (peer.role === "primary") return "primary-state";
   if (peer.replica) return "granted-replica";
   return peer.appliedSeq > 0 ? "replica" : "nothing";
+}
+
+/** Test-only: holds the event loop (and this thread) for `ms`, as a long synchronous task would. */
+function busyWait(ms: number): Record<string, unknown> {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+  return { stalledMs: ms };
 }

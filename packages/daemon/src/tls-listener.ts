@@ -9,6 +9,7 @@
 import { createServer, type TLSSocket } from "node:tls";
 import type * as grpc from "@grpc/grpc-js";
 import { certificateNames, type TlsFiles } from "@vgpu-ha/common";
+import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 
 export type TlsRefusalReason = "handshake" | "certificate" | "identity";
 
@@ -97,24 +98,13 @@ export async function listenTls(
  */
 export function tlsRefusalReporter(
   port: "guest" | "replication",
-  log: { warn(fields: object, msg: string): void },
+  log: WarnLog,
   count: (labels: { port: string; reason: string }) => void,
   nowMs: () => number = () => performance.now(),
 ): TlsPortOptions["onRefused"] {
-  let lastMs = Number.NEGATIVE_INFINITY;
-  let unlogged = 0;
+  const report = rateLimitedWarn(log, 1000, nowMs);
   return (reason, detail, remote) => {
     count({ port, reason });
-    const now = nowMs();
-    if (now - lastMs < 1000) {
-      unlogged++;
-      return;
-    }
-    lastMs = now;
-    log.warn(
-      { port, reason, detail, remote, refusedSinceLastLine: unlogged },
-      `refused a connection on the ${port} port`,
-    );
-    unlogged = 0;
+    report(port, { port, reason, detail, remote }, `refused a connection on the ${port} port`);
   };
 }

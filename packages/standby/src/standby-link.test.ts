@@ -16,6 +16,9 @@ import { type ReplicationCall, StandbyLink } from "./standby-link.js";
 class FakeCall extends EventEmitter {
   readonly written: wire.StandbyMessage[] = [];
   ended = false;
+  getPeer(): string {
+    return "127.0.0.1:40000";
+  }
   write(m: wire.StandbyMessage): boolean {
     this.written.push(m);
     return true;
@@ -62,6 +65,7 @@ function standbyLink() {
     logger: createLogger({ level: "silent", nodeId: "b", destination: process.stdout }),
     onStep: (m) => steps.push(m),
     now: () => 0,
+    identity: { clusterId: "c", nodeId: "b", peerName: "a" },
   });
   return { link, steps };
 }

@@ -7,13 +7,22 @@ import {
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
+  type IdentityRefusal,
+  identityRefusal,
   type Link,
   type Logger,
+  NO_HELLO,
+  type PeerIdentityRule,
   type PrimaryMessage,
   type StandbyMessage,
   type wire,
 } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
+
+/** Why a stream was refused: not our peer (peer-identity.ts), or our peer at an older epoch. */
+export type StreamRefusal =
+  | IdentityRefusal
+  | { readonly reason: "stale_epoch"; readonly code: ErrorCode; readonly message: string };
 
 export type ReplicationCall = grpc.ServerDuplexStream<wire.PrimaryMessage, wire.StandbyMessage>;
 
@@ -22,8 +31,8 @@ export class StandbyLink {
   private readonly logger: Logger;
   private readonly onStep: (message: PrimaryMessage) => void;
   private readonly now: () => number;
-  /** The node id a primary must give in its hello (with tls: peer.name); any when undefined. */
-  private readonly expectedPrimary: string | undefined;
+  private readonly identity: PeerIdentityRule;
+  private readonly onRefused: ((refusal: StreamRefusal, remote: string) => void) | undefined;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
@@ -41,13 +50,17 @@ export class StandbyLink {
     logger: Logger;
     onStep: (message: PrimaryMessage) => void;
     now: () => number;
-    expectedPrimary?: string;
+    /** Who may be this standby's primary: its configured peer (peer.name) of its cluster. */
+    identity: PeerIdentityRule;
+    /** A stream refused before it became the live one: count it, log it (rate-limited). */
+    onRefused?: (refusal: StreamRefusal, remote: string) => void;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
     this.onStep = deps.onStep;
     this.now = deps.now;
-    this.expectedPrimary = deps.expectedPrimary;
+    this.identity = deps.identity;
+    this.onRefused = deps.onRefused;
   }
 
   get connected(): boolean {
@@ -65,11 +78,11 @@ export class StandbyLink {
       encodeStandbyMessage,
       decodePrimaryMessage,
     );
-    this.acceptLink(link);
+    this.acceptLink(link, call.getPeer());
   }
 
   /** accept() over any transport (tests use an in-memory link). */
-  acceptLink(link: Link<StandbyMessage, PrimaryMessage>): void {
+  acceptLink(link: Link<StandbyMessage, PrimaryMessage>, remote = "in-memory"): void {
     const { receiver, logger } = this;
     if (this.closed) {
       link.close("standby stopped");
@@ -83,11 +96,15 @@ export class StandbyLink {
         if (why !== null) {
           // Say why without letting the stranger's message change our state.
           this.refusedStreams++;
-          logger.warn(
-            { reason: why.message, theirEpoch: message.epoch },
-            "refused a primary stream",
-          );
-          link.send({ kind: "error", epoch: receiver.epoch, ...why });
+          this.onRefused?.(why, remote);
+          if (why.reason === "stale_epoch") {
+            // Our own peer, of an older epoch: our hello tells it who we are and our epoch, so
+            // it steps down (it believes no epoch from an end that has not named itself).
+            link.send(receiver.hello());
+          }
+          // A stranger learns nothing of us, not even our epoch.
+          const epoch = why.reason === "stale_epoch" ? receiver.epoch : 0;
+          link.send({ kind: "error", epoch, code: why.code, message: why.message });
           link.close("no valid hello");
           return;
         }
@@ -113,26 +130,21 @@ export class StandbyLink {
     });
   }
 
-  /** Why the first message of a stream does not make it the live one (null: it does). */
-  private refusal(message: PrimaryMessage): { code: ErrorCode; message: string } | null {
+  /**
+   * Why the first message of a stream does not make it the live one (null: it does). Who it is
+   * comes first: a stranger's epoch is never looked at (peer-identity.ts).
+   */
+  private refusal(message: PrimaryMessage): StreamRefusal | null {
     const receiver = this.receiver;
-    if (message.kind !== "hello") {
-      return { code: ErrorCode.STALE_EPOCH, message: "a primary stream must start with a hello" };
-    }
+    if (message.kind !== "hello") return NO_HELLO;
+    const who = identityRefusal(this.identity, message);
+    if (who !== null) return who;
     if (message.epoch < receiver.epoch) {
       return {
+        reason: "stale_epoch",
         code: ErrorCode.STALE_EPOCH,
         message: `epoch ${message.epoch} is older than ${receiver.epoch}`,
       };
-    }
-    if (message.clusterId !== receiver.options.clusterId) {
-      return { code: ErrorCode.UNAUTHENTICATED, message: "not a primary of this cluster" };
-    }
-    if (message.nodeId === receiver.options.nodeId) {
-      return { code: ErrorCode.UNAUTHENTICATED, message: "a primary with this node's own id" };
-    }
-    if (this.expectedPrimary !== undefined && message.nodeId !== this.expectedPrimary) {
-      return { code: ErrorCode.UNAUTHENTICATED, message: "not the configured peer" };
     }
     return null;
   }

@@ -64,7 +64,7 @@ export interface FailoverParams {
   readonly initialEpoch: Readonly<Record<NodeName, number>>;
   /** When each node's process first starts. */
   readonly startMs: Readonly<Record<NodeName, number>>;
-  readonly sender: Omit<SenderOptions, "clusterId" | "nodeId" | "heartbeatMs">;
+  readonly sender: Omit<SenderOptions, "clusterId" | "nodeId" | "peerName" | "heartbeatMs">;
   readonly reconnectMs: number;
   readonly flushDelayMs: number;
   readonly flushBytes: number;

@@ -7,11 +7,12 @@
 // async function is a small state machine on the same 2 ms poll.
 import {
   type DiscardedWork,
-  ErrorCode,
   GRANTED,
   type GrantState,
   grantBinds,
   grantDue,
+  identityRefusal,
+  lowerEpochRefusal,
   mayAcquire,
   NO_GRANT,
   otherPrimaryWins,
@@ -113,6 +114,7 @@ export class SimPrimary {
       {
         clusterId: CLUSTER,
         nodeId: deps.node,
+        peerName: deps.peer,
         ...params.sender,
         heartbeatMs: params.lease.heartbeatMs,
       },
@@ -345,17 +347,15 @@ export class SimPrimary {
     const mine = this.deps.supervisor.epoch();
     link.onMessage((m) => {
       if (m.kind !== "hello") return;
+      const rule = { clusterId: CLUSTER, nodeId: this.deps.node, peerName: this.deps.peer };
+      if (identityRefusal(rule, m) !== null) return link.close("not our peer");
       this.deps.stats.primariesMet++;
       if (otherPrimaryWins({ epoch: mine, nodeId: this.deps.node }, m)) {
         link.close("stepping down");
         this.deps.supervisor.stepDown(m.epoch, `met primary ${m.nodeId} of epoch ${m.epoch}`);
       } else {
-        link.send({
-          kind: "error",
-          epoch: mine,
-          code: ErrorCode.STALE_EPOCH,
-          message: `${this.deps.node} is primary at epoch ${mine}`,
-        });
+        const self = { clusterId: CLUSTER, nodeId: this.deps.node, epoch: mine };
+        for (const out of lowerEpochRefusal(self)) link.send(out);
         this.deps.proc.setTimeout(100, () => link.close("refused a lower epoch"));
       }
     });

@@ -6,7 +6,9 @@
 // fails the run.
 import {
   ErrorCode,
+  identityRefusal,
   mayAcquire,
+  NO_HELLO,
   type PrimaryMessage,
   type StandbyMessage,
   watchStandbyLease,
@@ -148,19 +150,21 @@ export class SimStandby {
     conn.onMessage((message) => {
       if (this.link !== conn) {
         this.pending.delete(conn);
-        const valid =
-          message.kind === "hello" &&
-          message.clusterId === CLUSTER &&
-          message.epoch >= receiver.epoch;
-        if (!valid) {
+        // As StandbyLink.refusal: who it is first (peer-identity.ts), then the epoch.
+        const who =
+          message.kind === "hello"
+            ? identityRefusal(
+                { clusterId: CLUSTER, nodeId: this.deps.node, peerName: this.deps.peer },
+                message,
+              )
+            : NO_HELLO;
+        if (who !== null || message.epoch < receiver.epoch) {
+          if (who === null) conn.send(receiver.hello()); // our peer, stale: so it steps down
           conn.send({
             kind: "error",
-            epoch: receiver.epoch,
-            code:
-              message.kind !== "hello" || message.epoch < receiver.epoch
-                ? ErrorCode.STALE_EPOCH
-                : ErrorCode.UNAUTHENTICATED,
-            message: "a primary stream must start with a valid hello of this cluster",
+            epoch: who === null ? receiver.epoch : 0,
+            code: who?.code ?? ErrorCode.STALE_EPOCH,
+            message: who?.message ?? "an older epoch",
           });
           conn.close("no valid hello");
           return;

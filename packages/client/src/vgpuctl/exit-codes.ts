@@ -23,8 +23,11 @@ Exit codes:
   5  any other failure
 
 Environment:
-  VGPU_NODES  default for --node, comma-separated ops URLs
-  VGPU_TOKEN  default for --token (the nodes' ops.token)`;
+  VGPUCTL_NODES  default for --node, comma-separated ops URLs
+  VGPUCTL_TOKEN  default for --token (the nodes' ops.token)
+  (VGPU_NODES and VGPU_TOKEN, the old names, are read when the new ones are unset)
+
+Documentation: man vgpuctl, docs/operations.md`;
 
 /** An error that ends vgpuctl with a given exit code and a one-line message. */
 export class CliError extends Error {

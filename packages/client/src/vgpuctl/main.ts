@@ -5,6 +5,7 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import * as commands from "./commands.js";
 import { CliError, EXIT_CODES_HELP, ExitCode } from "./exit-codes.js";
 import { OpsClient } from "./ops-client.js";
+import { VERSION } from "./version.js";
 
 const DEFAULT_NODE = "http://127.0.0.1:9400";
 const DEFAULT_TIMEOUT_MS = 5_000;
@@ -49,8 +50,10 @@ function checkUrl(url: string): string {
 
 function contextOf(program: Command): commands.Context {
   const o = program.opts<GlobalOptions>();
-  const urls = o.node ?? splitList(process.env.VGPU_NODES ?? "");
-  const token = o.token ?? process.env.VGPU_TOKEN;
+  // VGPU_NODES and VGPU_TOKEN are the old names, still read (vgpud ignores them).
+  const env = process.env;
+  const urls = o.node ?? splitList(env.VGPUCTL_NODES ?? env.VGPU_NODES ?? "");
+  const token = o.token ?? env.VGPUCTL_TOKEN ?? env.VGPU_TOKEN;
   const clients = (urls.length > 0 ? urls : [DEFAULT_NODE])
     .map(checkUrl)
     .map((u) => new OpsClient(u, { token, timeoutMs: o.timeout }));
@@ -69,12 +72,13 @@ function build(finish: (code: ExitCode) => void): Command {
     .description("Operate a vgpud primary/standby pair through the nodes' ops HTTP API.")
     .option(
       "--node <url>",
-      `ops URL of a node; repeat for each (default: $VGPU_NODES, else ${DEFAULT_NODE})`,
+      `ops URL of a node; repeat for each (default: $VGPUCTL_NODES, else ${DEFAULT_NODE})`,
       collect,
     )
-    .option("--token <token>", "admin token for promote/demote/switchover/verify ($VGPU_TOKEN)")
+    .option("--token <token>", "admin token for promote/demote/switchover/verify ($VGPUCTL_TOKEN)")
     .option("--json", "print JSON instead of text")
     .option("--timeout <ms>", "request timeout in ms", positiveInt, DEFAULT_TIMEOUT_MS)
+    .version(VERSION, "-V, --version", "print the version and exit")
     .addHelpText("after", EXIT_CODES_HELP)
     .exitOverride()
     .showSuggestionAfterError();
@@ -97,7 +101,10 @@ function build(finish: (code: ExitCode) => void): Command {
   program
     .command("promote")
     .description("promote the standby (refused while a primary holds its lease)")
-    .option("--force", "promote even if the standby is not an eligible replica")
+    .option(
+      "--force",
+      "UNSAFE: promote even while the primary holds its lease or the replica is not eligible (two primaries; the lower epoch discards its state)",
+    )
     .action((opts: { force?: boolean }) =>
       run((ctx) => commands.promote(ctx, opts.force === true))(),
     );

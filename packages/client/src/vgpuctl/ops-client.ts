@@ -92,7 +92,7 @@ export class OpsClient {
   /** POST an admin action; `timeoutMs` overrides the default (switchover waits for the standby). */
   async admin(path: string, timeoutMs?: number): Promise<Record<string, unknown>> {
     if (!this.options.token) {
-      throw new CliError(ExitCode.usage, "no admin token: pass --token or set VGPU_TOKEN");
+      throw new CliError(ExitCode.usage, "no admin token: pass --token or set VGPUCTL_TOKEN");
     }
     return this.request("POST", path, [200], timeoutMs);
   }
@@ -124,7 +124,8 @@ export class OpsClient {
     }
     const body = parse(text);
     if (okStatuses.includes(res.status) && body) return body as T;
-    const message = typeof body?.message === "string" ? body.message : text.slice(0, 200);
+    const said = typeof body?.message === "string" ? body.message : text.slice(0, 200);
+    const message = typeof body?.code === "string" ? `${body.code}: ${said}` : said;
     const refused = res.status === 401 || res.status === 403 || res.status === 409;
     throw new CliError(
       refused ? ExitCode.refused : ExitCode.failure,

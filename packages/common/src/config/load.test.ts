@@ -55,6 +55,10 @@ describe("config", () => {
       /tenants: tenant names must be unique/,
     ],
     [{ role: "primary", ops: { token: "a-secret-token-0001" } }, /peer\.replicationAddress/],
+    [
+      { role: "standby", ops: { token: "a-secret-token-0001" } },
+      /peer\.name: required for a primary or standby/,
+    ],
     [{ devcie: {} }, /devcie|Unrecognized key/],
     [{ log: { level: "loud" } }, /log\.level = "loud"/],
     [{ lease: { heartbeatMs: 300 } }, /lease: heartbeat 300 ms must be at most a third/],
@@ -75,9 +79,60 @@ describe("config", () => {
       /limits\.maxSessionsPerTenant: must be at most limits\.maxSessionsTotal/,
     ],
     [{ limits: { sessionOpensPerSecond: 0 } }, /limits\.sessionOpensPerSecond = 0/],
+    // Checked at start, not found at bind (#12).
+    [
+      { guest: { listen: "127.0.0.1:65536" } },
+      /guest\.listen = "127\.0\.0\.1:65536": port must be 0 to 65535/,
+    ],
+    [
+      { ops: { listen: "127.0.0.1:7400" } },
+      /ops\.listen: "127\.0\.0\.1:7400" is also guest\.listen/,
+    ],
+    [
+      { role: "standby", guest: { listen: "0.0.0.0:7500" } },
+      /replication\.listen: "127\.0\.0\.1:7500" is also guest\.listen/,
+    ],
+    [
+      { nodeId: "host-a", peer: { name: "host-a" } },
+      /peer\.name: must not be this node's own nodeId/,
+    ],
+    [
+      {
+        tenants: [
+          { name: "x", token: "same-token" },
+          { name: "y", token: "same-token" },
+        ],
+      },
+      /tenants\.1\.token = \(hidden\): the same token as tenants\.0/,
+    ],
   ])("refuses %j", (input, message) => {
     expect(() => parseConfig(input)).toThrow(ConfigError);
     expect(() => parseConfig(input)).toThrow(message);
+  });
+
+  it("takes listeners on port 0 (any free port), and a standalone node's unused replication port", () => {
+    const anyPort = { listen: "127.0.0.1:0" };
+    expect(() => parseConfig({ guest: anyPort, ops: anyPort, replication: anyPort })).not.toThrow();
+    expect(() => parseConfig({ guest: { listen: "127.0.0.1:7500" } })).not.toThrow();
+  });
+
+  it("names an unknown VGPU_* variable, and leaves vgpuctl's variables alone", () => {
+    const env = {
+      VGPU_NODES: "http://127.0.0.1:9400",
+      VGPU_TOKEN: "an-admin-token-0001",
+      VGPU_LOG_LEVEL: "debug",
+      VGPU_DEVICE__VRAMM: "1GiB",
+    };
+    const refusal = () => loadConfig({ env });
+    expect(refusal).toThrow(ConfigError);
+    expect(refusal).toThrow(
+      /^config: VGPU_LOG_LEVEL: unknown variable \(vgpud has no field logLevel\)$/m,
+    );
+    expect(refusal).toThrow(
+      /^config: VGPU_DEVICE__VRAMM: unknown variable \(vgpud has no field device\.vramm\)$/m,
+    );
+    expect(refusal).not.toThrow(/NODES|TOKEN|nodes|token/);
+    expect(loadConfig({ env: { VGPU_NODES: "x", VGPU_TOKEN: "y" } }).nodeId).toBe("node-a");
   });
 
   it("takes a tenant known by its certificate alone, and the tls files", () => {

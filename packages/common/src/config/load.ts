@@ -10,14 +10,35 @@ export class ConfigError extends Error {
 }
 
 /**
+ * VGPU_* variables that are not overrides: the config file's path, and vgpuctl's variables
+ * under their old names (vgpuctl reads VGPUCTL_NODES and VGPUCTL_TOKEN, and these as aliases),
+ * so that an operator's `export VGPU_NODES=…` for vgpuctl never stops vgpud.
+ */
+export const NOT_OVERRIDES: ReadonlySet<string> = new Set([
+  "VGPU_CONFIG",
+  "VGPU_NODES",
+  "VGPU_TOKEN",
+]);
+
+/** The config field (dotted path) each VGPU_* override sets, by variable name. */
+export function envFields(env: NodeJS.ProcessEnv): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith("VGPU_") || raw === undefined || NOT_OVERRIDES.has(name)) continue;
+    fields.set(name, name.slice(5).split("__").map(camel).join("."));
+  }
+  return fields;
+}
+
+/**
  * VGPU_DEVICE__VRAM_BYTES=1GiB sets device.vramBytes: `__` separates levels, and each level is
  * UPPER_SNAKE for a camelCase key. Values are parsed as JSON when they can be, else strings.
  */
 export function envOverrides(env: NodeJS.ProcessEnv): Record<string, unknown> {
   const root: Record<string, unknown> = {};
-  for (const [name, raw] of Object.entries(env)) {
-    if (!name.startsWith("VGPU_") || raw === undefined || name === "VGPU_CONFIG") continue;
-    const path = name.slice(5).split("__").map(camel);
+  for (const [name, field] of envFields(env)) {
+    const raw = env[name]!;
+    const path = field.split(".");
     let node = root;
     for (const key of path.slice(0, -1)) {
       if (typeof node[key] !== "object" || node[key] === null) node[key] = {};
@@ -63,10 +84,32 @@ export function readConfigFile(path: string): unknown {
   }
 }
 
-export function parseConfig(input: unknown): Config {
+/**
+ * Validates; a ConfigError lists every problem, one line each. `fromEnv` (variable name →
+ * field, from envFields) lets an unknown key that came from the environment name its variable.
+ */
+export function parseConfig(input: unknown, fromEnv: Map<string, string> = new Map()): Config {
   const result = ConfigSchema.safeParse(input ?? {}, { reportInput: true });
   if (result.success) return result.data;
-  throw new ConfigError(result.error.issues.map(describeIssue).join("\n"));
+  throw new ConfigError(
+    result.error.issues.flatMap((issue) => describeIssueFrom(issue, fromEnv)).join("\n"),
+  );
+}
+
+/** An unknown key set by VGPU_* variables is reported by the variables' names. */
+function describeIssueFrom(issue: z.core.$ZodIssue, fromEnv: Map<string, string>): string[] {
+  if (issue.code !== "unrecognized_keys") return [describeIssue(issue)];
+  const at = (key: string) => [...issue.path, key].join(".");
+  const setting = (key: string) =>
+    [...fromEnv].filter(([, f]) => f === at(key) || f.startsWith(`${at(key)}.`)).map(([n]) => n);
+  const lines = issue.keys.flatMap((key) =>
+    setting(key).map((name) => `config: ${name}: unknown variable (vgpud has no field ${at(key)})`),
+  );
+  const rest = issue.keys.filter((key) => setting(key).length === 0);
+  if (rest.length === 0) return lines;
+  const keys = rest.map((k) => JSON.stringify(k)).join(", ");
+  const message = `Unrecognized key${rest.length > 1 ? "s" : ""}: ${keys}`;
+  return [describeIssue({ ...issue, keys: rest, message }), ...lines];
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -97,5 +140,6 @@ export function redactConfig(config: Config): Config {
 /** File (optional) + environment overrides + defaults, validated. */
 export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv }): Config {
   const fromFile = options.file ? readConfigFile(options.file) : {};
-  return parseConfig(merge(fromFile ?? {}, envOverrides(options.env ?? {})));
+  const env = options.env ?? {};
+  return parseConfig(merge(fromFile ?? {}, envOverrides(env)), envFields(env));
 }

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { checkEtcdLeaseTerms } from "../core/etcd-lease.js";
 import { checkLeaseTerms } from "../core/lease.js";
+import { listenerClash, portOf, sharedToken } from "./relations.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
 
@@ -26,7 +27,8 @@ const count = (min: number, max: number) => z.number().int().min(min).max(max);
 /** host:port, port 0 meaning "any free port". */
 const address = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port");
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port")
+  .refine((a) => portOf(a) <= 65535, "port must be 0 to 65535");
 
 export const TenantSchema = z
   .strictObject({
@@ -175,6 +177,14 @@ export const ConfigSchema = z
         driftMarginMs: ms(0, 600_000).default(50),
         /** Largest relative difference of the two hosts' clock rates the margin must cover. */
         maxDriftRatio: z.number().min(0).max(0.1).default(0.01),
+        /**
+         * The lease thread (peer mode): heartbeats and their acknowledgements also travel on a
+         * thread of their own over UDP (the replication port number), so a busy main loop does
+         * not cost the lease. It renews only while the main loop has turned within this long:
+         * a hung primary keeps its lease at most watchdogMs + durationMs. 0: no lease thread
+         * (the lease rides on the replication stream alone).
+         */
+        watchdogMs: ms(0, 60_000).default(2000),
         etcd: z
           .strictObject({
             /** etcd client URLs, e.g. http://10.0.0.9:2379. */
@@ -203,9 +213,18 @@ export const ConfigSchema = z
       .prefault({}),
     peer: z
       .strictObject({
-        name: z.string().min(1).max(64).default("peer"),
+        /**
+         * The peer's nodeId. Required for a primary or standby: a replication hello or Probe
+         * from any other node id (or another clusterId) is refused before its epoch is read.
+         */
+        name: z.string().max(64).default(""),
         /** The peer's replication address (the primary dials it). */
         replicationAddress: address.optional(),
+        /**
+         * Where the lease thread sends heartbeats (UDP); default: peer.replicationAddress.
+         * Set it when the replication address is a proxy or a name that only carries TCP.
+         */
+        leaseAddress: address.optional(),
         /** The peer's guest address, given to guests that reach the wrong node. */
         guestAddress: address.optional(),
       })
@@ -222,7 +241,10 @@ export const ConfigSchema = z
       .prefault({}),
     testing: z
       .strictObject({
-        /** Enables POST /v1/test/corrupt (test-only divergence injection). Never in production. */
+        /**
+         * Enables POST /v1/test/corrupt (divergence injection) and POST /v1/test/stall?ms=N
+         * (blocks the main event loop). Test-only: never in production.
+         */
         faultInjection: z.boolean().default(false),
       })
       .prefault({}),
@@ -285,6 +307,15 @@ export const ConfigSchema = z
       ctx.addIssue({ code: "custom", message: etcdWhy, path: ["lease", "etcd"] });
     }
   })
+  .refine((c) => c.lease.watchdogMs === 0 || c.lease.watchdogMs >= 2 * c.lease.heartbeatMs, {
+    message: "must be 0 (no lease thread) or at least two heartbeats (lease.heartbeatMs)",
+    path: ["lease", "watchdogMs"],
+  })
+  .refine((c) => c.role === "standalone" || c.peer.name !== "", {
+    message:
+      "required for a primary or standby: the peer's nodeId (only a peer naming itself so is believed)",
+    path: ["peer", "name"],
+  })
   .refine((c) => c.guest.tls === "off" || c.tls !== undefined, {
     message: "guest.tls needs the tls section (ca, cert, key)",
     path: ["guest", "tls"],
@@ -296,6 +327,29 @@ export const ConfigSchema = z
   .refine((c) => new Set(c.tenants.map((t) => t.name)).size === c.tenants.length, {
     message: "tenant names must be unique",
     path: ["tenants"],
+  })
+  .refine((c) => c.peer.name !== c.nodeId, {
+    message: "must not be this node's own nodeId (peer.name is the other node's)",
+    path: ["peer", "name"],
+  })
+  .superRefine((c, ctx) => {
+    const clash = listenerClash({
+      "guest.listen": c.guest.listen,
+      "ops.listen": c.ops.listen,
+      // A standalone node does not bind its replication port.
+      ...(c.role !== "standalone" ? { "replication.listen": c.replication.listen } : {}),
+    });
+    if (clash !== null) {
+      const [field, value, other] = clash;
+      const message = `${JSON.stringify(value)} is also ${other}: each listener needs its own address`;
+      ctx.addIssue({ code: "custom", message, path: field.split(".") });
+    }
+    const shared = sharedToken(c.tenants);
+    if (shared !== null) {
+      const [index, other] = shared;
+      const message = `the same token as tenants.${other}: each tenant needs its own`;
+      ctx.addIssue({ code: "custom", message, path: ["tenants", index, "token"] });
+    }
   });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -18,6 +18,7 @@ import {
   soloMarkAt,
   soloWork,
   standbyWithoutPrimary,
+  stateDiscardedOnStepDown,
   stepDownEpoch,
   stepSoloMark,
   type WorkCounters,
@@ -230,5 +231,22 @@ describe("solo work", () => {
     const solo = { entries: 1, frames: 1, acknowledgedFrames: 1, sessions: 0 };
     expect(discardedOnStepDown(true, solo)).toEqual(NOTHING_DISCARDED);
     expect(discardedOnStepDown(false, solo)).toBe(solo);
+  });
+});
+
+describe("stateDiscardedOnStepDown", () => {
+  const held = { sessions: 3, contexts: 5, vramBytes: 1 << 20 };
+  it("reports everything held and the entries the peer never confirmed", () => {
+    expect(stateDiscardedOnStepDown(false, held, 120, 100)).toEqual({ ...held, entries: 20 });
+    // A primary whose peer confirmed nothing in its epoch loses every entry of it.
+    expect(stateDiscardedOnStepDown(false, held, 120, 0).entries).toBe(120);
+  });
+  it("reports nothing after a handover (the state is kept)", () => {
+    expect(stateDiscardedOnStepDown(true, held, 120, 100)).toEqual({
+      sessions: 0,
+      contexts: 0,
+      vramBytes: 0,
+      entries: 0,
+    });
   });
 });

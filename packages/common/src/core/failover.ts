@@ -234,3 +234,29 @@ export function soloWork(mark: SoloMark | undefined, now: WorkCounters): Discard
 export function discardedOnStepDown(handedOver: boolean, solo: DiscardedWork): DiscardedWork {
   return handedOver ? NOTHING_DISCARDED : solo;
 }
+
+/** What a primary held when it stepped down and threw its state away. */
+export interface HeldState {
+  readonly sessions: number;
+  readonly contexts: number;
+  readonly vramBytes: number;
+}
+
+/**
+ * The whole state a step-down throws away — not only the solo work since the lease was lost
+ * (soloWork): every session, context and byte of VRAM it held, and the log entries its peer
+ * never confirmed (those past the point the new primary may have). Nothing after a handover.
+ */
+export interface StateDiscarded extends HeldState {
+  readonly entries: number;
+}
+
+export function stateDiscardedOnStepDown(
+  handedOver: boolean,
+  held: HeldState,
+  lastSeq: number,
+  confirmedSeq: number,
+): StateDiscarded {
+  if (handedOver) return { sessions: 0, contexts: 0, vramBytes: 0, entries: 0 };
+  return { ...held, entries: Math.max(0, lastSeq - confirmedSeq) };
+}

@@ -12,6 +12,8 @@ export type PrimaryMessage =
       readonly nodeId: string;
       readonly firstRetainedSeq: number;
       readonly lastSeq: number;
+      /** The key of this primary's lease channel (daemon lease thread); absent: none. */
+      readonly leaseKey?: Uint8Array;
     }
   | { readonly kind: "entries"; readonly epoch: number; readonly entries: readonly Entry[] }
   | { readonly kind: "snapshot"; readonly epoch: number; readonly chunk: SnapshotChunk }

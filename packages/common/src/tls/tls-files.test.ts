@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../config/load.js";
 import { certificateNames } from "./cert-names.js";
-import { readTlsFiles } from "./tls-files.js";
+import { checkCertificateNames, readTlsFiles } from "./tls-files.js";
 
 const SCRIPT = fileURLToPath(new URL("../../../../deploy/examples/make-certs.sh", import.meta.url));
 let dir: string;
@@ -93,6 +93,28 @@ describe("readTlsFiles", () => {
   it("refuses a certificate that is not valid at the time", () => {
     const later = Date.now() + 1000 * 86400 * 1000;
     expect(refusal(good(), later)).toMatch(/^config: tls\.cert = .*: not valid now \(.* to .*\)$/);
+  });
+});
+
+describe("checkCertificateNames", () => {
+  const config = (nodeId: string, peer: string) => ({ nodeId, peer: { name: peer }, tls: good() });
+
+  it("takes a certificate naming nodeId and not peer.name", () => {
+    expect(() =>
+      checkCertificateNames(config("node-a", "node-b"), { names: ["node-a"] }),
+    ).not.toThrow();
+  });
+
+  it("refuses a certificate that does not name nodeId, or names peer.name too", () => {
+    const check = (nodeId: string, names: string[]) => () =>
+      checkCertificateNames(config(nodeId, "node-b"), { names });
+    expect(check("host-a", ["node-a"])).toThrow(ConfigError);
+    expect(check("host-a", ["node-a"])).toThrow(
+      /^config: tls\.cert = ".*node-a\.crt": names node-a, not nodeId host-a$/,
+    );
+    expect(check("node-a", ["node-a", "node-b"])).toThrow(
+      /^config: tls\.cert = .*: names peer\.name node-b too \(node-a, node-b\)$/,
+    );
   });
 });
 

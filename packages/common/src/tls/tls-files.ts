@@ -75,3 +75,21 @@ export function readTlsFiles(config: TlsConfig, nowMs = Date.now()): TlsFiles {
   }
   return { ca, cert, key, names: certificateNames(leaf!) };
 }
+
+/**
+ * The certificate must name this node (its nodeId, which the peer has as peer.name) and must
+ * not name the peer: a certificate naming both would let its holder pose as either node.
+ */
+export function checkCertificateNames(
+  config: { nodeId: string; peer: { name: string }; tls?: TlsConfig | undefined },
+  files: Pick<TlsFiles, "names">,
+): void {
+  if (!config.tls) return;
+  const names = files.names.join(", ") || "no name";
+  if (!files.names.includes(config.nodeId)) {
+    throw problem("cert", config.tls.cert, `names ${names}, not nodeId ${config.nodeId}`);
+  }
+  if (files.names.includes(config.peer.name)) {
+    throw problem("cert", config.tls.cert, `names peer.name ${config.peer.name} too (${names})`);
+  }
+}

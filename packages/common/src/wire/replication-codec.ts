@@ -133,6 +133,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
           nodeId: m.nodeId,
           firstRetainedSeq: BigInt(m.firstRetainedSeq),
           lastSeq: BigInt(m.lastSeq),
+          ...(m.leaseKey !== undefined ? { leaseKey: m.leaseKey } : {}),
         }),
       };
     case "entries":
@@ -334,6 +335,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         nodeId: k.value.nodeId,
         firstRetainedSeq: toSafe(k.value.firstRetainedSeq, "first retained seq"),
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
+        ...leaseKeyOf(k.value.leaseKey),
       };
     case "entries":
       return { kind: "entries", epoch, entries: decodeEntryBatch(k.value) };
@@ -635,4 +637,11 @@ function decodeResyncReason(reason: WireResyncReason): ResyncReason {
   if (reason === WireResyncReason.GAP) return "gap";
   if (reason === WireResyncReason.DIVERGED) return "diverged";
   return malformed(`unknown resync reason ${reason}`);
+}
+
+/** A hello's lease key: copied out of the receive buffer; absent when empty; at most 64 bytes. */
+function leaseKeyOf(key: Uint8Array): { leaseKey?: Uint8Array } {
+  if (key.length === 0) return {};
+  if (key.length > 64) malformed(`lease key of ${key.length} bytes (at most 64)`);
+  return { leaseKey: new Uint8Array(key) };
 }

@@ -91,7 +91,9 @@ async function main(): Promise<number> {
     );
     const verify = await verifyPair(primary);
     console.log(
-      `  ${verify.equal ? "✓" : "✗"} ${"replicas equal".padEnd(28)} digest ${verify.primary.slice(0, 16)}… at seq ${verify.seq} on both nodes`,
+      verify.primary === undefined
+        ? `  ✗ ${"replicas equal".padEnd(28)} verify refused: ${JSON.stringify(verify)}`
+        : `  ${verify.equal ? "✓" : "✗"} ${"replicas equal".padEnd(28)} digest ${verify.primary.slice(0, 16)}… at seq ${verify.seq} on both nodes`,
     );
     const allOk = ok && verify.equal;
     console.log(allOk ? "\ndemo: every result checked out" : "\ndemo: SOMETHING WAS WRONG");
@@ -129,7 +131,7 @@ async function verifyPair(primary: SpawnedNode) {
   return (await getJson(`${primary.ops}/v1/verify`, {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-  })) as { equal: boolean; seq: number; primary: string; standby: string };
+  })) as { equal: boolean; seq: number; primary?: string; standby?: string };
 }
 
 /** Increments a counter buffer in a loop and prints each node's status until a signal. */

@@ -1,46 +1,75 @@
 #!/usr/bin/env node
-// vgpud: one node of the pair. `vgpud --config FILE` (YAML or JSON; VGPU_* env overrides),
-// `vgpud --print-config` prints the effective configuration and exits.
-import { parseArgs } from "node:util";
-import { ConfigError, createLogger, loadConfig, redactConfig } from "@vgpu-ha/common";
+import { type Config, ConfigError, createLogger, loadConfig, redactConfig } from "@vgpu-ha/common";
+// vgpud: one node of the pair. `vgpud --config FILE` runs it (YAML or JSON; VGPU_* environment
+// overrides); `--print-config` prints the effective configuration, `--check` checks it against
+// this host (tls files, ports, memory). Argument parsing is commander's; exit codes in
+// ../cli/vgpud-help.ts.
+import { Command, CommanderError } from "commander";
+import { checkPortsFree } from "../check/ports.js";
+import { checkBeforeStart } from "../check/start-checks.js";
+import { VGPUD_HELP, VgpudExit } from "../cli/vgpud-help.js";
 import { VgpuNode } from "../node.js";
+import { VERSION } from "../version.js";
 
-const USAGE = "usage: vgpud [--config FILE] [--print-config]";
+interface Options {
+  config?: string;
+  printConfig?: boolean;
+  check?: boolean;
+}
 
-async function main(): Promise<number> {
-  let args: ReturnType<typeof parse>;
+function program(): Command {
+  return new Command()
+    .name("vgpud")
+    .description("One node of a vgpu-ha primary/standby pair: a replicated virtual GPU.")
+    .option("-c, --config <file>", "the config file, YAML or JSON (default: $VGPU_CONFIG)")
+    .option("--print-config", "print the effective config as JSON (secrets hidden) and exit")
+    .option("--check", "check the config and this host (tls files, ports free, memory) and exit")
+    .version(VERSION, "-V, --version", "print the version and exit")
+    .helpOption("-h, --help", "print this help and exit")
+    .addHelpText("after", VGPUD_HELP)
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+}
+
+/** Loads the config; a problem is printed and gives exit 2. */
+function load(options: Options): Config | VgpudExit {
   try {
-    args = parse();
-  } catch (e) {
-    console.error(`vgpud: ${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (args.values.help) {
-    console.log(USAGE);
-    return 0;
-  }
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig({ file: args.values.config ?? process.env.VGPU_CONFIG, env: process.env });
+    return loadConfig({ file: options.config ?? process.env.VGPU_CONFIG, env: process.env });
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(e.message);
-      return 2;
+      return VgpudExit.config;
     }
     throw e;
   }
-  if (args.values["print-config"]) {
-    console.log(JSON.stringify(redactConfig(config), null, 2));
-    return 0;
-  }
-  const log = createLogger({ level: config.log.level, nodeId: config.nodeId });
-  let node: VgpuNode;
+}
+
+/** `--check`: everything the start checks, and whether the listeners can be bound now. */
+async function check(config: Config): Promise<VgpudExit> {
   try {
-    node = new VgpuNode(config, log); // reads and checks the tls files
+    checkBeforeStart(config);
+    await checkPortsFree(config);
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(e.message);
-      return 2;
+      return VgpudExit.config;
+    }
+    throw e;
+  }
+  const tls = config.tls ? "tls files ok" : "no tls";
+  console.log(`vgpud: config ok (node ${config.nodeId}, role ${config.role}, ${tls}, ports free)`);
+  return VgpudExit.ok;
+}
+
+async function run(config: Config): Promise<VgpudExit> {
+  const log = createLogger({ level: config.log.level, nodeId: config.nodeId });
+  let node: VgpuNode;
+  try {
+    node = new VgpuNode(config, log); // runs the start checks (host memory, tls files)
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message);
+      return VgpudExit.config;
     }
     throw e;
   }
@@ -49,9 +78,9 @@ async function main(): Promise<number> {
   } catch (e) {
     log.fatal({ err: e }, "node failed to start");
     log.flush();
-    return 1;
+    return VgpudExit.startFailed;
   }
-  const stopped = new Promise<void>((resolve) => {
+  await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       log.info({ signal }, "signal received");
       node.stop().then(resolve, resolve);
@@ -59,26 +88,39 @@ async function main(): Promise<number> {
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
-  await stopped;
   await new Promise<void>((resolve) => log.flush(() => resolve()));
-  return 0;
+  return VgpudExit.ok;
 }
 
-function parse() {
-  return parseArgs({
-    options: {
-      config: { type: "string", short: "c" },
-      "print-config": { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-  });
+async function main(argv: readonly string[]): Promise<VgpudExit> {
+  const cli = program();
+  try {
+    cli.parse([...argv]);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      return e.exitCode === 0 ? VgpudExit.ok : VgpudExit.config; // commander printed why
+    }
+    throw e;
+  }
+  if (cli.args.length > 0) {
+    console.error(`vgpud: unexpected argument ${cli.args[0]} (see vgpud --help)`);
+    return VgpudExit.config;
+  }
+  const options = cli.opts<Options>();
+  const config = load(options);
+  if (typeof config === "number") return config;
+  if (options.printConfig) {
+    console.log(JSON.stringify(redactConfig(config), null, 2));
+    return VgpudExit.ok;
+  }
+  if (options.check) return check(config);
+  return run(config);
 }
 
-main().then(
+main(process.argv).then(
   (code) => process.exit(code),
   (e) => {
     console.error("vgpud: fatal:", e);
-    process.exit(1);
+    process.exit(VgpudExit.startFailed);
   },
 );

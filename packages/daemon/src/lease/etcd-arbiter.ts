@@ -20,6 +20,7 @@ import {
 } from "@vgpu-ha/common";
 import { noop } from "cockatiel";
 import { Etcd3 } from "etcd3";
+import { EtcdKeepAlive } from "./etcd-keepalive.js";
 
 export interface EtcdView {
   /** The leader key's value and the lease it is attached to, when it exists. */
@@ -28,8 +29,6 @@ export interface EtcdView {
   /** The record's mod revision ("0" when absent): the acquisition is conditioned on it. */
   readonly recordModRevision: string;
 }
-
-type KeepAliveStream = Awaited<ReturnType<Etcd3["leaseClient"]["leaseKeepAlive"]>>;
 
 export class EtcdArbiter {
   private readonly config: Config;
@@ -42,10 +41,11 @@ export class EtcdArbiter {
   private leaseId: string | undefined;
   private ttlMs = 0;
   private endMs = Number.NEGATIVE_INFINITY;
-  private keepTimer: NodeJS.Timeout | undefined;
-  private stream: KeepAliveStream | undefined;
-  private opening = false;
-  private readonly sent: number[] = [];
+  private keeper: EtcdKeepAlive | undefined;
+  /** The lease thread's keepalives: when it last said the lease holds until (monotonic ms). */
+  threadEndMs: (() => number | undefined) | undefined;
+  /** Called with the lease this node now holds the key under (undefined: none). */
+  onHolding: ((lease: { leaseId: string; ttlMs: number } | undefined) => void) | undefined;
   private closed = false;
   /** Called once when etcd says the lease is gone (expired or revoked). */
   onLost: (() => void) | undefined;
@@ -75,7 +75,8 @@ export class EtcdArbiter {
 
   /** Until when (monotonic ms) this node's lease surely holds; -Infinity when it holds none. */
   leaseEndMs(): number {
-    return this.leaseId === undefined ? Number.NEGATIVE_INFINITY : this.endMs;
+    if (this.leaseId === undefined) return Number.NEGATIVE_INFINITY;
+    return Math.max(this.endMs, this.threadEndMs?.() ?? Number.NEGATIVE_INFINITY);
   }
 
   async read(): Promise<EtcdView> {
@@ -163,7 +164,7 @@ export class EtcdArbiter {
     this.leaseId = id;
     this.ttlMs = Number(grant.TTL) * 1000;
     this.endMs = etcdLeaseEndMs(sentMs, this.ttlMs, this.config.lease.driftMarginMs);
-    this.startKeepAlive();
+    this.startKeepAlive(id);
     this.logger.warn({ epoch, lease: id, ttlMs: this.ttlMs }, "etcd: took the leader key");
     return true;
   }
@@ -216,75 +217,34 @@ export class EtcdArbiter {
   private dropLease(): void {
     this.leaseId = undefined;
     this.endMs = Number.NEGATIVE_INFINITY;
-    clearInterval(this.keepTimer);
-    this.keepTimer = undefined;
-    this.closeStream();
+    this.keeper?.stop();
+    this.keeper = undefined;
+    this.onHolding?.(undefined);
   }
 
-  private startKeepAlive(): void {
-    clearInterval(this.keepTimer);
-    this.keepTimer = setInterval(() => this.keepAlive(), this.config.lease.etcd.keepaliveMs);
+  private startKeepAlive(id: string): void {
+    this.keeper?.stop();
+    const e = this.config.lease.etcd;
+    this.keeper = new EtcdKeepAlive(this.client, {
+      leaseId: id,
+      keepaliveMs: e.keepaliveMs,
+      requestTimeoutMs: e.requestTimeoutMs,
+      driftMarginMs: this.config.lease.driftMarginMs,
+      nowMs: () => this.clock.monotonicMs(),
+      onEnd: (endMs) => {
+        if (this.leaseId === id) this.endMs = Math.max(this.endMs, endMs);
+      },
+      onLost: () => this.lost(id),
+      onWarn: (message) => this.logger.warn(message),
+    });
+    this.onHolding?.({ leaseId: id, ttlMs: this.ttlMs });
   }
 
-  /** Sends one keepalive on the stream (opening it when needed); answers arrive in order. */
-  private keepAlive(): void {
-    const id = this.leaseId;
-    if (id === undefined || this.opening) return;
-    const now = this.clock.monotonicMs();
-    // An answer overdue: the stream is stuck; start over on a new one.
-    if (this.sent.length > 0 && now - this.sent[0]! > this.config.lease.etcd.requestTimeoutMs) {
-      this.closeStream();
-    }
-    if (!this.stream) {
-      this.opening = true;
-      this.client.leaseClient
-        .leaseKeepAlive()
-        .then((stream) => {
-          this.opening = false;
-          if (this.leaseId !== id) {
-            stream.end();
-            return;
-          }
-          this.stream = stream;
-          stream.on("data", (res: { TTL: string }) => this.onKeepAliveAnswer(stream, res));
-          stream.on("error", () => this.stream === stream && this.closeStream());
-          stream.on("end", () => this.stream === stream && this.closeStream());
-          this.keepAlive();
-        })
-        .catch((err: Error) => {
-          this.opening = false;
-          this.logger.warn({ err: err.message }, "etcd: keepalive stream failed to open");
-        });
-      return;
-    }
-    this.sent.push(now);
-    this.stream.write({ ID: id });
-  }
-
-  private onKeepAliveAnswer(stream: KeepAliveStream, res: { TTL: string }): void {
-    if (stream !== this.stream) return;
-    const sentMs = this.sent.shift();
-    if (sentMs === undefined || this.leaseId === undefined) return;
-    const ttlS = Number(res.TTL);
-    if (!(ttlS > 0)) {
-      this.logger.error({ lease: this.leaseId }, "etcd: the lease is gone: lost the leader key");
-      this.dropLease();
-      this.onLost?.();
-      return;
-    }
-    this.endMs = Math.max(
-      this.endMs,
-      etcdLeaseEndMs(sentMs, ttlS * 1000, this.config.lease.driftMarginMs),
-    );
-  }
-
-  private closeStream(): void {
-    const s = this.stream;
-    this.stream = undefined;
-    this.sent.length = 0;
-    if (s) {
-      s.on("error", () => undefined);
-      s.end();
-    }
+  /** etcd said the lease is gone (here or on the lease thread). */
+  lost(id: string): void {
+    if (this.leaseId !== id) return;
+    this.logger.error({ lease: id }, "etcd: the lease is gone: lost the leader key");
+    this.dropLease();
+    this.onLost?.();
   }
 }

@@ -19,6 +19,8 @@ export interface AdminActions {
   verify?(): Promise<Record<string, unknown>>;
   /** Test-only fault injection (testing.faultInjection). */
   corrupt?(): Record<string, unknown> | undefined;
+  /** Test-only: blocks the main event loop for `ms` (a stalled-but-alive node). */
+  stall?(ms: number): Record<string, unknown>;
   promote?(force: boolean): Promise<Record<string, unknown>>;
   demote?(force: boolean): Promise<Record<string, unknown>>;
   switchover?(): Promise<Record<string, unknown>>;
@@ -28,6 +30,8 @@ export interface AdminActions {
 interface StatusError {
   readonly status?: number;
   readonly message: string;
+  /** A stable code from the error catalogue (e.g. PRIMARY_LEASED). */
+  readonly code?: string;
 }
 
 const forceOf = (query: unknown) => (query as { force?: string } | undefined)?.force === "true";
@@ -118,9 +122,11 @@ const admin =
           return await running;
         } catch (e) {
           const err = e as StatusError;
-          return reply
-            .code(err.status ?? 500)
-            .send({ error: `${name}_refused`, message: err.message });
+          return reply.code(err.status ?? 500).send({
+            error: `${name}_refused`,
+            ...(err.code !== undefined ? { code: err.code } : {}),
+            message: err.message,
+          });
         }
       };
     app.post(
@@ -135,6 +141,18 @@ const admin =
       "/v1/switchover",
       action("switchover", () => deps.admin?.switchover?.()),
     );
+    app.post("/v1/test/stall", async (req, reply) => {
+      if (!deps.admin?.stall) {
+        return reply.code(404).send({ error: "not_found", message: "fault injection is off" });
+      }
+      const ms = Number((req.query as { ms?: string } | undefined)?.ms ?? 1000);
+      if (!(ms >= 0 && ms <= 60_000)) {
+        return reply.code(400).send({ error: "bad_request", message: "ms must be 0..60000" });
+      }
+      // Answer first, then stall: the caller learns the stall began.
+      setTimeout(() => deps.admin?.stall?.(ms), 0);
+      return { stallingMs: ms };
+    });
     app.post("/v1/test/corrupt", async (_req, reply) => {
       if (!deps.admin?.corrupt) {
         return reply.code(404).send({ error: "not_found", message: "fault injection is off" });

@@ -6,16 +6,18 @@
 import {
   type DiscardedWork,
   decodePrimaryMessage,
-  ErrorCode,
   encodeStandbyMessage,
   GRANTED,
   type GrantState,
   grantBinds,
   grantDue,
   grpcLink,
+  identityRefusal,
   type Link,
+  lowerEpochRefusal,
   mayAcquire,
   NO_GRANT,
+  NO_HELLO,
   NO_REPLICATION,
   otherPrimaryWins,
   type PrimaryMessage,
@@ -28,8 +30,10 @@ import {
   type SoloMark,
   type StandbyLinkState,
   type StandbyMessage,
+  type StateDiscarded,
   soloMarkAt,
   soloWork,
+  stateDiscardedOnStepDown,
   stepGrant,
   stepPeerLease,
   stepSoloMark,
@@ -48,6 +52,7 @@ import {
 } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
+import { LeaseThread } from "../lease/lease-thread.js";
 import { backendOptions, sessionLimits } from "./backend-options.js";
 import type { GuestStream, Role, RoleDeps, VerifyResult } from "./role.js";
 
@@ -124,6 +129,7 @@ export class PrimaryRole implements Role {
         {
           clusterId: config.clusterId,
           nodeId: config.nodeId,
+          peerName: config.peer.name,
           maxBatchEntries: r.maxBatchEntries,
           maxBatchBytes: r.maxBatchBytes,
           maxInflightEntries: r.maxInflightEntries,
@@ -137,6 +143,13 @@ export class PrimaryRole implements Role {
         () => this.startSnapshot(),
         deps.supervisor.epoch(),
       );
+      if (deps.leaseThread) {
+        // Our lease channel's key, sent in every hello over the (mutually authenticated, when
+        // tls is on) replication stream: the standby's lease thread takes only what it signs.
+        const key = LeaseThread.newKey();
+        this.sender.leaseKey = key;
+        deps.leaseThread.primary(key, deps.supervisor.epoch());
+      }
       this.client = new ReplicationClient({
         address: config.peer.replicationAddress!,
         ...(deps.peerChannel ? { channel: deps.peerChannel } : {}),
@@ -192,6 +205,7 @@ export class PrimaryRole implements Role {
 
   async stop(reason: string): Promise<void> {
     this.stopping = true;
+    if (this.sender) this.deps.leaseThread?.none();
     clearTimeout(this.flushTimer);
     clearInterval(this.leaseTimer);
     this.guests.endAll(reason);
@@ -205,9 +219,18 @@ export class PrimaryRole implements Role {
 
   // ---- the lease ----
 
+  /**
+   * The send time of the newest acknowledged heartbeat, on either carrier: the replication
+   * stream, or the lease channel (the lease thread: lease-channel.ts). 0 when none.
+   */
+  private ackedHeartbeatMs(): number {
+    const stream = this.sender!.ackedHeartbeatUs / 1000;
+    return Math.max(stream, this.deps.leaseThread?.ackedSentMs() ?? 0);
+  }
+
   private leaseEndMs(): number {
     const t = this.deps.config.lease;
-    return primaryLeaseEndMs(this.sender!.ackedHeartbeatUs / 1000, {
+    return primaryLeaseEndMs(this.ackedHeartbeatMs(), {
       leaseMs: t.durationMs,
       heartbeatMs: t.heartbeatMs,
       driftMarginMs: t.driftMarginMs,
@@ -219,6 +242,9 @@ export class PrimaryRole implements Role {
   private checkLease(): void {
     const sender = this.sender;
     if (!sender || this.stopping || this.lease === "alone") return;
+    // The lease thread renews only while our stream to the peer is up (else the old rules
+    // apply: fenced, then degraded) — and only while this loop turns (its watchdog).
+    this.deps.leaseThread?.setRenewing(sender.state === "snapshot" || sender.state === "streaming");
     this.warmDigest();
     const now = this.deps.clock.monotonicMs();
     const { logger } = this.deps;
@@ -226,7 +252,7 @@ export class PrimaryRole implements Role {
     const step = stepPeerLease(
       { lease: this.lease, fencedSinceMs: this.fencedSinceMs, steppedMs: this.leaseSteppedMs },
       now,
-      sender.ackedHeartbeatUs > 0 ? this.leaseEndMs() : undefined,
+      this.ackedHeartbeatMs() > 0 ? this.leaseEndMs() : undefined,
       this.deps.config.lease.durationMs,
     );
     this.lease = step.lease;
@@ -430,7 +456,18 @@ export class PrimaryRole implements Role {
     return soloWork(this.solo, this.workCounters());
   }
 
-  /** Another primary dials us: the lower epoch steps down. */
+  /** The whole state a step-down without a handover would throw away. */
+  stateOnStepDown(handedOver: boolean): StateDiscarded {
+    const c = this.counts();
+    const held = { sessions: c.sessions, contexts: c.contexts, vramBytes: c.vramUsed };
+    return stateDiscardedOnStepDown(handedOver, held, this.log.lastSeq, this.confirmedSeq);
+  }
+
+  /**
+   * Another primary dials us: the lower epoch steps down — but only our own peer's epoch counts.
+   * A hello from another cluster or another node than peer.name is refused before its epoch is
+   * read (peer-identity.ts), and changes nothing here.
+   */
   acceptReplication(call: ReplicationCall): void {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
@@ -438,20 +475,32 @@ export class PrimaryRole implements Role {
       decodePrimaryMessage,
     );
     const mine = this.deps.supervisor.epoch();
+    const { config } = this.deps;
+    let first = true;
     link.onMessage((m: PrimaryMessage) => {
-      if (m.kind !== "hello") return;
+      if (!first) return;
+      first = false;
+      const rule = {
+        clusterId: config.clusterId,
+        nodeId: config.nodeId,
+        peerName: config.peer.name,
+      };
+      const who = m.kind === "hello" ? identityRefusal(rule, m) : NO_HELLO;
+      if (who !== null || m.kind !== "hello") {
+        const refusal = who ?? NO_HELLO;
+        this.deps.refusals.report(refusal, call.getPeer(), "inbound");
+        link.send({ kind: "error", epoch: 0, code: refusal.code, message: refusal.message });
+        link.close("not our peer");
+        return;
+      }
       const theirs = m.epoch;
       const self = { epoch: mine, nodeId: this.deps.config.nodeId };
       if (otherPrimaryWins(self, m)) {
         link.close("stepping down");
         this.deps.supervisor.stepDown(theirs, `met primary ${m.nodeId} of epoch ${theirs}`);
       } else {
-        link.send({
-          kind: "error",
-          epoch: mine,
-          code: ErrorCode.STALE_EPOCH,
-          message: `${this.deps.config.nodeId} is primary at epoch ${mine}`,
-        });
+        const { clusterId, nodeId } = config;
+        for (const out of lowerEpochRefusal({ clusterId, nodeId, epoch: mine })) link.send(out);
         setTimeout(() => link.close("refused a lower epoch"), 100);
       }
     });
@@ -564,7 +613,12 @@ export class PrimaryRole implements Role {
         if (e.reason === "diverged") metrics.divergences.inc();
         break;
       case "refused":
-        logger.error({ seq, code: e.code, message: e.message }, "standby refused us");
+        if (e.reason !== undefined) {
+          const address = this.deps.config.peer.replicationAddress ?? "";
+          this.deps.refusals.report({ reason: e.reason, message: e.message }, address, "outbound");
+        } else {
+          logger.error({ seq, code: e.code, message: e.message }, "standby refused us");
+        }
         break;
       case "higherEpoch":
         metrics.staleEpochRefusals.inc();

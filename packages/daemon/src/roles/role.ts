@@ -13,7 +13,9 @@ import type {
 import type { StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
+import type { LeaseThread } from "../lease/lease-thread.js";
 import type { Readiness } from "../ops/ops-app.js";
+import type { ReplicationRefusals } from "../replication-refusals.js";
 
 export type RoleName = "standalone" | "primary" | "standby";
 
@@ -63,6 +65,10 @@ export interface RoleDeps {
   readonly arbiter: EtcdArbiter | undefined;
   /** How to dial the peer's replication port (mutual TLS when tls is configured). */
   readonly peerChannel?: PeerChannel;
+  /** Where replication peers that are not ours are counted and logged. */
+  readonly refusals: ReplicationRefusals;
+  /** Peer mode: the lease thread (heartbeats beside the main loop); undefined when off. */
+  readonly leaseThread?: LeaseThread | undefined;
 }
 
 export interface Role {

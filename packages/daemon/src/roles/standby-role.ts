@@ -58,10 +58,13 @@ export class StandbyRole implements Role {
       receiver: this.receiver,
       logger,
       now: () => clock.monotonicMs(),
-      // Under tls the certificate names peer.name; the hello must say the same node.
-      ...(config.tls ? { expectedPrimary: config.peer.name } : {}),
+      // Only peer.name of this cluster may be our primary (under tls its certificate says so too).
+      identity: { clusterId: config.clusterId, nodeId: config.nodeId, peerName: config.peer.name },
+      onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
       onStep: (m) => {
         if (m.kind === "heartbeat") this.primarySeq = m.lastSeq;
+        // The primary's lease channel: its heartbeats count from now on, under its key.
+        if (m.kind === "hello" && m.leaseKey) deps.leaseThread?.standby(m.leaseKey, m.epoch);
         this.afterStep();
       },
     });
@@ -69,7 +72,7 @@ export class StandbyRole implements Role {
     // ...and heard from within the lease: a frozen primary keeps its connection open but is
     // silent, and a guest sent there would wait out its connect timeout.
     this.refusal = refuseGuests(() => {
-      const last = this.link.lastMessageMs;
+      const last = this.lastHeardMs();
       const fresh = last !== undefined && clock.monotonicMs() - last < config.lease.durationMs;
       return this.link.connected && fresh ? (config.peer.guestAddress ?? "") : "";
     });
@@ -118,13 +121,24 @@ export class StandbyRole implements Role {
     this.link.accept(call);
   }
 
+  /**
+   * When the primary was last heard from: on its replication stream, or on the lease channel
+   * (its lease thread's heartbeats, which a busy main loop on either side does not delay).
+   */
+  private lastHeardMs(): number | undefined {
+    const stream = this.link.lastMessageMs;
+    const channel = this.deps.leaseThread?.heardMs();
+    if (channel === undefined) return stream;
+    return stream === undefined ? channel : Math.max(stream, channel);
+  }
+
   /** Promotion: nothing from the primary for a whole lease, and a replica able to take over. */
   private watchLease(): void {
     const t = this.deps.config.lease;
     const now = this.deps.clock.monotonicMs();
     // A gap since the last look means this process itself was stopped: see watchStandbyLease.
     const { watch, verdict } = watchStandbyLease(
-      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.link.lastMessageMs },
+      { lastWatchMs: this.lastWatchMs, lastMessageMs: this.lastHeardMs() },
       now,
       {
         leaseMs: t.durationMs,
@@ -248,7 +262,7 @@ export class StandbyRole implements Role {
 
   /** A primary has spoken to this standby within the lease. */
   primaryInSight(): boolean {
-    const last = this.link.lastMessageMs;
+    const last = this.lastHeardMs();
     return (
       last !== undefined && this.deps.clock.monotonicMs() - last < this.deps.config.lease.durationMs
     );
@@ -384,7 +398,7 @@ export class StandbyRole implements Role {
   status(): Record<string, unknown> {
     const r = this.receiver;
     const g = this.replicationGauges();
-    const since = this.link.lastMessageMs;
+    const since = this.lastHeardMs();
     return {
       role: "standby",
       serving: false,

@@ -8,6 +8,7 @@ import { Sender } from "./sender.js";
 const options = {
   clusterId: "c",
   nodeId: "a",
+  peerName: "b",
   maxBatchEntries: 16,
   maxBatchBytes: 65536,
   maxInflightEntries: 64,

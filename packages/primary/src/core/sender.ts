@@ -9,7 +9,10 @@
 import {
   chunkBytes,
   ErrorCode,
+  identityRefusal,
+  NO_HELLO,
   type PrimaryMessage,
+  type RefusalReason,
   type ReplicationLog,
   type SnapshotChunk,
   type StandbyMessage,
@@ -18,6 +21,8 @@ import {
 export interface SenderOptions {
   readonly clusterId: string;
   readonly nodeId: string;
+  /** The standby's node id (config peer.name): nothing from another is believed. */
+  readonly peerName: string;
   readonly maxBatchEntries: number;
   readonly maxBatchBytes: number;
   readonly maxInflightEntries: number;
@@ -45,7 +50,13 @@ export type SenderEvent =
   | { readonly kind: "snapshotDone"; readonly snapshotId: number; readonly atSeq: number }
   | { readonly kind: "resumed"; readonly fromSeq: number }
   | { readonly kind: "resync"; readonly reason: string; readonly detail: string }
-  | { readonly kind: "refused"; readonly code: ErrorCode; readonly message: string }
+  | {
+      readonly kind: "refused";
+      readonly code: ErrorCode;
+      readonly message: string;
+      /** Set when the other end is not our peer (peer-identity.ts): counted and rate-limited. */
+      readonly reason?: RefusalReason;
+    }
   | { readonly kind: "higherEpoch"; readonly epoch: number }
   | { readonly kind: "handoverAccepted" }
   | {
@@ -81,6 +92,10 @@ export class Sender {
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   private lastProgressMs = 0;
   private pendingHello = false;
+  /** Sent in every hello: authenticates this primary's lease channel (undefined: none). */
+  leaseKey: Uint8Array | undefined;
+  /** The other end of this connection said a hello naming our peer of our cluster. */
+  private peerVerified = false;
   /**
    * The sync grant carried by every heartbeat (see core/release.ts); the primary role sets it.
    * A change is sent at once.
@@ -132,6 +147,7 @@ export class Sender {
   }
 
   connected(nowMs: number): void {
+    this.peerVerified = false;
     this.state = "hello";
     this.pendingHello = true;
     this.lastProgressMs = nowMs;
@@ -154,6 +170,9 @@ export class Sender {
   }
 
   step(message: StandbyMessage, nowMs: number): void {
+    // Until the other end has named itself as our peer, nothing it says is believed — above all
+    // not its epoch, or any stranger at the peer's address could make this primary step down.
+    if (!this.peerVerified && !this.verifyPeer(message)) return;
     if (message.epoch > this.epoch) {
       this.events.push({ kind: "higherEpoch", epoch: message.epoch });
       return;
@@ -184,15 +203,25 @@ export class Sender {
     }
   }
 
-  private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
-    if (hello.clusterId !== this.options.clusterId) {
-      this.events.push({
-        kind: "refused",
-        code: ErrorCode.UNAUTHENTICATED,
-        message: `standby of cluster ${hello.clusterId}`,
-      });
-      return;
+  /** The first message of a connection must be the peer's hello (peer-identity.ts). */
+  private verifyPeer(message: StandbyMessage): boolean {
+    const o = this.options;
+    const why =
+      message.kind === "hello"
+        ? identityRefusal(
+            { clusterId: o.clusterId, nodeId: o.nodeId, peerName: o.peerName },
+            message,
+          )
+        : { ...NO_HELLO, message: `a ${message.kind} before the standby's hello` };
+    if (why === null) {
+      this.peerVerified = true;
+      return true;
     }
+    this.events.push({ kind: "refused", code: why.code, message: why.message, reason: why.reason });
+    return false;
+  }
+
+  private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
     const s = this.snapshot;
     if (s && hello.snapshotId === s.stream.snapshotId && hello.snapshotChunk >= s.ackedChunks) {
       this.ackSnapshot(hello.snapshotChunk);
@@ -340,6 +369,7 @@ export class Sender {
         nodeId: this.options.nodeId,
         firstRetainedSeq: this.log.firstRetainedSeq,
         lastSeq: this.log.lastSeq,
+        ...(this.leaseKey !== undefined ? { leaseKey: this.leaseKey } : {}),
       });
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
