@@ -4,6 +4,7 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
+import { merge } from "../support/replication-pair.js";
 import type { Cleanup } from "./cleanup.js";
 import { type Hosts, NODE_NAMES, type NodeName } from "./hosts.js";
 
@@ -36,6 +37,11 @@ export interface ClusterOptions {
   /** Milliseconds since the run's start (the harness's clock). */
   readonly now: () => number;
   readonly log: (msg: string) => void;
+  /** Cluster id (default "chaos"). */
+  readonly clusterId?: string;
+  /** Merged (deeply) over each node's config, then `perNode`'s part for it. */
+  readonly extra?: Json;
+  readonly perNode?: Partial<Record<NodeName, Json>>;
 }
 
 export class Cluster {
@@ -58,7 +64,7 @@ export class Cluster {
     const [a, b] = await pairConfigs({
       names: ["node-a", "node-b"],
       dir: options.dir,
-      clusterId: "chaos",
+      clusterId: options.clusterId ?? "chaos",
       seeds: [101, 202],
       common: {
         ops: { token: ADMIN_TOKEN },
@@ -72,7 +78,10 @@ export class Cluster {
         log: { level: "info" },
       },
     });
-    const configs: Record<NodeName, Json> = { a: a!, b: b! };
+    const configs: Record<NodeName, Json> = {
+      a: merge(merge(a!, options.extra), options.perNode?.a),
+      b: merge(merge(b!, options.extra), options.perNode?.b),
+    };
     for (const n of NODE_NAMES) {
       const p = hosts.placement[n];
       const c = configs[n];

@@ -1,6 +1,7 @@
 // The harness's command line (commander): every option checked, a usage message and exit code 2
 // for anything it does not accept.
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { parseCommand, UsageError } from "../support/command-line.js";
 
 export const FAULT_KINDS = [
   "kill",
@@ -27,7 +28,7 @@ export interface ChaosOptions {
   readonly out: string;
 }
 
-export class UsageError extends Error {}
+export { UsageError };
 
 function integer(name: string, min: number, max: number) {
   return (value: string): number => {
@@ -97,19 +98,8 @@ function program(): Command {
 
 /** The options, or throws UsageError (with the usage text) for bad ones. */
 export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
-  const cmd = program();
-  try {
-    cmd.parse([...argv], { from: "user" });
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.code === "commander.helpDisplayed" || e.code === "commander.help") return "help";
-      throw new UsageError(`${e.message.replace(/^error: /, "")}\n\n${cmd.helpInformation()}`);
-    }
-    throw e;
-  }
-  if (cmd.args.length > 0) {
-    throw new UsageError(`unexpected argument ${cmd.args[0]}\n\n${cmd.helpInformation()}`);
-  }
+  const cmd = parseCommand(program(), argv);
+  if (cmd === "help") return "help";
   const o = cmd.opts<{
     mode: "sync" | "async";
     lease: "peer" | "etcd";

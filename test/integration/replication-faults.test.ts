@@ -173,7 +173,7 @@ describe("a stalled standby in async mode", () => {
       }
       await waitFor("back-pressure (lag beyond the bound)", async () => {
         const p = await status(pair.primary);
-        return p.replication!.lag.bytes! > MAX_LAG_BYTES;
+        return p.replication!.lag!.bytes! > MAX_LAG_BYTES;
       });
       // While the standby stays stopped: the log stays bounded and the guest stays held.
       for (let i = 0; i < 8; i++) {

@@ -180,7 +180,7 @@ describe.each(modes)("$mode replication, $mmio MMIO", ({ mode, mmio, seed }) => 
         for (let i = 0; i < 20; i++) {
           await session.dmaWrite(ctx, bo, i * 4, new Uint8Array(4).fill(i));
         }
-        lag = (await status(pair.primary)).replication!.lag.entries;
+        lag = (await status(pair.primary)).replication!.lag!.entries;
       } finally {
         process.kill(standby.pid, "SIGCONT");
       }

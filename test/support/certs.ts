@@ -4,9 +4,8 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const MAKE_CERTS = fileURLToPath(
-  new URL("../../deploy/examples/make-certs.sh", import.meta.url),
-);
+/** The script, from test/support (vitest) or test/dist/support (compiled). */
+export const MAKE_CERTS = `${fileURLToPath(new URL(".", import.meta.url)).replace(/\/test\/(dist\/)?support\/$/, "")}/deploy/examples/make-certs.sh`;
 
 export interface CertFiles {
   readonly ca: string;

@@ -65,6 +65,12 @@ export class CountingGuest {
     await this.running;
   }
 
+  /** The counter as the node holds it now (each acknowledged increment must be in it once). */
+  async counterHeld(): Promise<number> {
+    const bytes = await this.session.dmaRead(this.ctx, this.counter, 0, 4);
+    return new Uint32Array(bytes.slice().buffer)[0]!;
+  }
+
   /** What the node holds against what this guest was told; throws on any difference. */
   async check(): Promise<{ increments: number; writes: number; stores: number }> {
     const s = this.session;

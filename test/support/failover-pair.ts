@@ -52,6 +52,11 @@ export class FailoverPair {
     );
   }
 
+  /** The config a node runs with (its addresses, peer, cluster id). */
+  config(name: NodeName): Record<string, unknown> {
+    return this.configs.get(name)!;
+  }
+
   node(name: NodeName): SpawnedNode {
     return this.nodes.get(name)!;
   }

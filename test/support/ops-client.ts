@@ -20,12 +20,14 @@ export interface NodeStatus {
     readonly connected: boolean;
     readonly eligible?: boolean;
     readonly divergences?: number;
-    readonly lag: { entries: number; bytes?: number };
+    /** null on a primary without a standby. */
+    readonly lag: { entries: number; bytes?: number } | null;
     readonly snapshot: { snapshotId: number; chunks?: number; chunksAcked?: number } | null;
     readonly lastSnapshot?: { bytes: number; seconds: number } | null;
     readonly heldReplies?: number;
     readonly log?: { firstRetainedSeq: number; heldEntries: number; heldBytes: number };
   } | null;
+  readonly maintenance?: { paused: boolean; by?: string; since?: string };
   readonly [key: string]: unknown;
 }
 

@@ -154,6 +154,30 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "not this node's configured peer",
   ),
+  [ErrorCode.NOT_STANDBY]: info(
+    "NOT_STANDBY",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the action runs on a standby",
+  ),
+  [ErrorCode.REPLICA_INELIGIBLE]: info(
+    "REPLICA_INELIGIBLE",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the standby is not an eligible replica (incomplete or diverged)",
+  ),
+  [ErrorCode.HANDOVER_FAILED]: info(
+    "HANDOVER_FAILED",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no standby in sync to hand over to",
+  ),
+  [ErrorCode.NO_PRIMARY_IN_SIGHT]: info(
+    "NO_PRIMARY_IN_SIGHT",
+    GrpcStatus.FAILED_PRECONDITION,
+    true,
+    "no primary in sight to resync from",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

@@ -13,6 +13,8 @@ export * from "./core/log.js";
 export * from "./core/messages.js";
 export * from "./core/peer-identity.js";
 export * from "./core/release.js";
+export * from "./core/resync-progress.js";
+export * from "./core/role-change.js";
 export * from "./core/snapshot.js";
 export * from "./errors.js";
 export * from "./grpc/service-adapter.js";

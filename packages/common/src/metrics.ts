@@ -16,6 +16,25 @@ export interface NodeGauges {
   replication(): ReplicationGauges;
   /** The configured lease (lease.durationMs) in seconds; 0 when not given. */
   leaseDurationSeconds?(): number;
+  /** Maintenance mode and resync progress; absent: not paused, no resync. */
+  operator?(): OperatorGauges;
+}
+
+/** What operators watch beside replication: maintenance mode and a resync in progress. */
+export interface OperatorGauges {
+  /** Since when (wall-clock ms) the pair is paused (vgpuctl pause); undefined: not paused. */
+  readonly pausedSinceMs: number | undefined;
+  /** ops.maintenanceAlertAfterMs in seconds. */
+  readonly pausedMaxSeconds: number;
+  /** The snapshot being sent to the standby (primary only). */
+  readonly resync:
+    | {
+        readonly totalBytes: number;
+        readonly doneBytes: number;
+        readonly rateBytesPerSecond: number;
+        readonly etaSeconds: number | null;
+      }
+    | undefined;
 }
 
 /** Replication state read at scrape time; zeros where a role has no such thing. */
@@ -133,6 +152,43 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     "vgpu_lease_duration_seconds",
     "The configured lease (lease.durationMs; lease.etcd.ttlMs in etcd mode), to compare the remaining lease with",
     () => gauges.leaseDurationSeconds?.() ?? 0,
+  );
+  const op = () => gauges.operator?.();
+  simple("vgpu_maintenance_paused", "1 while maintenance mode holds automatic failover", () =>
+    op()?.pausedSinceMs !== undefined ? 1 : 0,
+  );
+  simple(
+    "vgpu_maintenance_paused_since_timestamp_seconds",
+    "When maintenance mode began (Unix time); 0 when not paused",
+    () => (op()?.pausedSinceMs ?? 0) / 1000,
+  );
+  simple(
+    "vgpu_maintenance_paused_max_seconds",
+    "How long maintenance mode may last before it alerts (ops.maintenanceAlertAfterMs)",
+    () => op()?.pausedMaxSeconds ?? 0,
+  );
+  simple(
+    "vgpu_resync_size_bytes",
+    "Buffer bytes the snapshot in progress covers; 0 when none",
+    () => op()?.resync?.totalBytes ?? 0,
+  );
+  simple(
+    "vgpu_resync_done_bytes",
+    "Of those, the bytes the standby acknowledged",
+    () => op()?.resync?.doneBytes ?? 0,
+  );
+  simple(
+    "vgpu_resync_rate_bytes_per_second",
+    "Average resync rate since the snapshot began",
+    () => op()?.resync?.rateBytesPerSecond ?? 0,
+  );
+  simple(
+    "vgpu_resync_eta_seconds",
+    "Seconds the resync has left at its average rate; NaN while unknown, 0 when none",
+    () => {
+      const r = op()?.resync;
+      return r === undefined ? 0 : (r.etaSeconds ?? Number.NaN);
+    },
   );
 
   const callStats = new CallStats();

@@ -28,6 +28,7 @@ import {
   type PeerIdentityRule,
   peerChannel,
   promotionEpoch,
+  resyncProgress,
   standbyWithoutPrimary,
   stepDownEpoch,
   systemClock,
@@ -45,6 +46,8 @@ import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
+import { HistoryStore, type RoleChange } from "./state/history-store.js";
+import { type Maintenance, MaintenanceStore } from "./state/maintenance-store.js";
 import { tlsRefusalReporter } from "./tls-listener.js";
 import { VERSION } from "./version.js";
 
@@ -61,6 +64,14 @@ export class VgpuNode implements Supervisor {
   log: Logger;
   private readonly clock: Clock;
   private readonly store: EpochStore;
+  private readonly history: HistoryStore;
+  private readonly maintenanceStore: MaintenanceStore;
+  /** Maintenance mode (vgpuctl pause): no automatic takeover while set. */
+  private maintenance: Maintenance | undefined;
+  /** The newest role change (from the history file at start). */
+  private lastChange: RoleChange | undefined;
+  /** Who asked for the role change under way (an operator action); consumed by become(). */
+  private askedBy: string | undefined;
   /** lease.mode etcd: the leader key and cluster record. */
   private readonly arbiter: EtcdArbiter | undefined;
   private currentEpoch = 0;
@@ -89,6 +100,10 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
+    this.history = new HistoryStore(config.stateDir);
+    this.maintenanceStore = new MaintenanceStore(config.stateDir);
+    this.maintenance = this.maintenanceStore.read();
+    this.lastChange = this.history.read(1)[0];
     this.tls = checkBeforeStart(config);
     this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
@@ -107,6 +122,11 @@ export class VgpuNode implements Supervisor {
       // The lease the primary serves under: the etcd lease's TTL in etcd mode.
       leaseDurationSeconds: () =>
         (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
+      operator: () => ({
+        pausedSinceMs: this.maintenance?.sinceMs,
+        pausedMaxSeconds: config.ops.maintenanceAlertAfterMs / 1000,
+        resync: this.resync(),
+      }),
     });
     this.refusals = replicationRefusals(this.metrics, () => this.log);
     // Until start() decides, the node is a standby that serves nobody.
@@ -114,6 +134,7 @@ export class VgpuNode implements Supervisor {
     this.ops = buildOpsApp({
       registry: this.metrics.registry,
       status: () => this.status(),
+      history: () => this.history.read(),
       readiness: () =>
         this.stopping ? { ready: false, reason: "shutting down" } : this.role.readiness(),
       digest: () => {
@@ -129,9 +150,12 @@ export class VgpuNode implements Supervisor {
         ...(config.testing.faultInjection
           ? { corrupt: () => this.role.corrupt?.(), stall: (ms: number) => busyWait(ms) }
           : {}),
-        promote: (force) => this.manualPromote(force),
-        demote: (force) => this.manualDemote(force),
-        switchover: () => this.switchover(),
+        promote: (force, caller) => this.manualPromote(force, caller),
+        demote: (force, caller) => this.manualDemote(force, caller),
+        switchover: (_force, caller) => this.switchover(caller),
+        pause: (_force, caller) => this.pause(caller),
+        resume: (_force, caller) => this.resume(caller),
+        reinit: (force, caller) => this.reinit(force, caller),
       },
     });
   }
@@ -318,6 +342,10 @@ export class VgpuNode implements Supervisor {
       } as const;
       const decided = standbyWithoutPrimary(self, peer);
       if (decided.action === "wait") return;
+      if (decided.action === "takeOver" && this.maintenancePaused()) {
+        this.log.warn({ peer }, "maintenance mode: not taking over (vgpuctl resume to allow it)");
+        return;
+      }
       this.log.warn({ peer, decided }, "no primary in sight and the peer holds nothing");
       if (decided.action === "takeOver") {
         this.adoptEpoch(decided.epoch - 1);
@@ -438,6 +466,7 @@ export class VgpuNode implements Supervisor {
 
   /** Switches to a fresh role of the given kind (the previous one must be stopped). */
   private become(kind: "standalone" | "primary" | "standby", reason: string, role?: Role): void {
+    this.record(kind, reason);
     this.log = this.baseLog.child({ role: kind, epoch: this.currentEpoch });
     this.role =
       role ??
@@ -450,6 +479,33 @@ export class VgpuNode implements Supervisor {
     this.log.warn({ reason }, `now ${kind}`);
   }
 
+  /** Appends the role change to the history (the previous role is still this.role). */
+  private record(to: string, reason: string): void {
+    const by = this.askedBy ?? (reason === "switchover" ? "peer" : "automatic");
+    this.askedBy = undefined;
+    const change: RoleChange = {
+      at: new Date().toISOString(),
+      node: this.config.nodeId,
+      epoch: this.currentEpoch,
+      from: this.roleChosen ? this.role.name : "none",
+      to,
+      reason,
+      seq: this.role.probe().appliedSeq,
+      by,
+    };
+    this.roleChosen = true;
+    this.lastChange = change;
+    try {
+      this.history.append(change);
+    } catch (e) {
+      // The history is for operators: a full disk must not stop a role change.
+      this.log.error({ err: (e as Error).message }, "could not append to the role history");
+    }
+  }
+
+  /** start() has chosen a first role (before: the placeholder standby). */
+  private roleChosen = false;
+
   promote(reason: string, force = false, etcdEpoch?: number): Promise<void> {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
@@ -459,8 +515,9 @@ export class VgpuNode implements Supervisor {
       const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
       this.setEpoch(epoch); // persisted before serving as primary
       await standby.stop("promoted");
-      this.log.warn({ seq: takeover.lastSeq, epoch, reason }, "promoting");
+      // The new epoch is bound to the logger (a field of the same name would repeat the key).
       this.log = this.baseLog.child({ role: "primary", epoch });
+      this.log.warn({ seq: takeover.lastSeq, reason }, "promoting");
       this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
       // Guests that arrived while it promoted waited for this role.
       for (const stream of standby.takeParked()) this.role.serveGuest(stream);
@@ -517,9 +574,11 @@ export class VgpuNode implements Supervisor {
    * spoke within a lease: PRIMARY_LEASED) or when the replica is not eligible, unless forced.
    * Forcing past a live primary makes two primaries; the lower epoch then discards its state.
    */
-  async manualPromote(force: boolean): Promise<Record<string, unknown>> {
+  async manualPromote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
     const standby = this.role;
-    if (!(standby instanceof StandbyRole)) throw new OpsRefusal(409, "not a standby");
+    if (!(standby instanceof StandbyRole)) {
+      throw new OpsRefusal(409, "not a standby", ErrorCode.NOT_STANDBY);
+    }
     if (!force && !this.arbiter && standby.primaryInSight()) {
       throw new OpsRefusal(
         409,
@@ -528,7 +587,13 @@ export class VgpuNode implements Supervisor {
       );
     }
     const why = standby.ineligibleReason();
-    if (why && !force) throw new OpsRefusal(409, `${why}: not promoting (force to override)`);
+    if (why && !force) {
+      throw new OpsRefusal(
+        409,
+        `${why}: not promoting (force to override)`,
+        ErrorCode.REPLICA_INELIGIBLE,
+      );
+    }
     let etcdEpoch: number | undefined;
     if (this.arbiter) {
       // etcd mode: even forced, a node serves only holding the leader key.
@@ -541,38 +606,152 @@ export class VgpuNode implements Supervisor {
         throw new OpsRefusal(409, "another node took the etcd leader key first");
       }
     }
+    this.askedBy = caller;
     await this.promote(force ? "manual_forced" : "manual", force, etcdEpoch);
     return { role: this.role.name, epoch: this.currentEpoch };
   }
 
   /** Operator: hand over to the standby (a switchover); forced, step down even without one. */
-  async manualDemote(force: boolean): Promise<Record<string, unknown>> {
+  async manualDemote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
     const primary = this.role;
     if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "not a primary");
+      throw new OpsRefusal(409, "not a primary", ErrorCode.NOT_PRIMARY);
     }
+    this.askedBy = caller;
     try {
       return { ...(await primary.switchover()), role: "standby", epoch: this.currentEpoch };
     } catch (e) {
-      if (!force) throw new OpsRefusal(409, `${(e as Error).message} (force to step down anyway)`);
+      if (!force) {
+        this.askedBy = undefined;
+        throw new OpsRefusal(
+          409,
+          `${(e as Error).message} (force to step down anyway)`,
+          ErrorCode.HANDOVER_FAILED,
+        );
+      }
+      this.askedBy = caller;
       await this.stepDown(this.currentEpoch, "demoted by an operator", "manual");
       return { role: this.role.name, epoch: this.currentEpoch, discarded: true };
     }
   }
 
   /** Operator: planned switchover. */
-  async switchover(): Promise<Record<string, unknown>> {
+  async switchover(caller = "operator"): Promise<Record<string, unknown>> {
     const primary = this.role;
     if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "switchover runs on the primary");
+      throw new OpsRefusal(409, "switchover runs on the primary", ErrorCode.NOT_PRIMARY);
     }
+    this.askedBy = caller;
     try {
       const done = await primary.switchover();
       this.metrics.switchovers.inc();
       return { ...done, role: this.role.name, epoch: this.currentEpoch };
     } catch (e) {
-      throw new OpsRefusal(409, (e as Error).message);
+      this.askedBy = undefined;
+      throw new OpsRefusal(409, (e as Error).message, ErrorCode.HANDOVER_FAILED);
     }
+  }
+
+  // ---- maintenance mode (vgpuctl pause / resume) ----
+
+  /** While paused, a standby does not take over on its own (switchover and promote still work). */
+  maintenancePaused(): boolean {
+    return this.maintenance !== undefined;
+  }
+
+  /**
+   * Operator: pause automatic failover. On the primary; a standby accepts it only while no
+   * primary is in sight (otherwise the primary's heartbeats would undo it at once).
+   */
+  async pause(caller: string): Promise<Record<string, unknown>> {
+    this.refuseOnFollowingStandby("pause");
+    this.setMaintenance({ sinceMs: Date.now(), by: caller });
+    return this.maintenanceView();
+  }
+
+  async resume(caller: string): Promise<Record<string, unknown>> {
+    this.refuseOnFollowingStandby("resume");
+    if (this.maintenance)
+      this.log.warn({ by: caller }, "maintenance mode ended: automatic failover on");
+    this.setMaintenance(undefined);
+    return this.maintenanceView();
+  }
+
+  /** A standby follows its primary's flag, carried on every heartbeat. */
+  adoptMaintenance(paused: boolean): void {
+    if (paused === this.maintenancePaused()) return;
+    this.setMaintenance(paused ? { sinceMs: Date.now(), by: "primary" } : undefined);
+  }
+
+  private refuseOnFollowingStandby(what: string): void {
+    const standby = this.role;
+    if (standby instanceof StandbyRole && standby.primaryInSight()) {
+      throw new OpsRefusal(
+        409,
+        `${what} the primary: it replicates maintenance mode to this standby`,
+        ErrorCode.NOT_PRIMARY,
+      );
+    }
+  }
+
+  private setMaintenance(m: Maintenance | undefined): void {
+    if (m && this.maintenance) return; // already paused: keep when and by whom
+    this.maintenanceStore.write(m);
+    this.maintenance = m;
+    if (m) this.log.warn({ by: m.by }, "maintenance mode: no automatic failover until resumed");
+  }
+
+  private maintenanceView() {
+    const m = this.maintenance;
+    return m
+      ? {
+          paused: true,
+          since: new Date(m.sinceMs).toISOString(),
+          pausedSeconds: Math.max(0, (Date.now() - m.sinceMs) / 1000),
+          by: m.by,
+          alertAfterSeconds: this.config.ops.maintenanceAlertAfterMs / 1000,
+        }
+      : { paused: false };
+  }
+
+  // ---- reinit ----
+
+  /**
+   * Operator: this standby drops its replica and takes a fresh snapshot from its primary.
+   * Refused on a primary, and while no primary is in sight (the replica may be the only copy)
+   * unless forced.
+   */
+  async reinit(force: boolean, caller: string): Promise<Record<string, unknown>> {
+    const standby = this.role;
+    if (!(standby instanceof StandbyRole)) {
+      throw new OpsRefusal(409, "reinit runs on a standby", ErrorCode.NOT_STANDBY);
+    }
+    if (!standby.primaryInSight() && !force) {
+      throw new OpsRefusal(
+        409,
+        "no primary in sight to resync from: this replica may be the only copy (force to drop it anyway)",
+        ErrorCode.NO_PRIMARY_IN_SIGHT,
+      );
+    }
+    const dropped = standby.receiver.appliedSeq;
+    this.transition = this.transition.then(async () => {
+      if (this.stopping || this.role !== standby) return;
+      this.log.warn(
+        { seq: dropped, by: caller },
+        "reinit: dropping the replica for a fresh snapshot",
+      );
+      await standby.stop("reinit");
+      this.askedBy = caller;
+      this.become("standby", "reinit");
+    });
+    await this.transition;
+    return { role: this.role.name, epoch: this.currentEpoch, droppedSeq: dropped };
+  }
+
+  /** The snapshot the primary is sending, in bytes, rate and ETA. */
+  private resync() {
+    const snapshot = this.role instanceof PrimaryRole ? this.role.snapshotProgress() : undefined;
+    return snapshot && resyncProgress(snapshot, this.clock.monotonicMs());
   }
 
   adoptEpoch(epoch: number): void {
@@ -601,10 +780,24 @@ export class VgpuNode implements Supervisor {
 
   status(): Record<string, unknown> {
     const c = this.role.counts();
+    const { config } = this;
+    const last = this.lastChange;
     return {
-      nodeId: this.config.nodeId,
-      clusterId: this.config.clusterId,
+      nodeId: config.nodeId,
+      clusterId: config.clusterId,
       epoch: this.currentEpoch,
+      replicationMode: config.role === "standalone" ? null : config.replication.mode,
+      tls: {
+        replication: config.role !== "standalone" && this.tls !== undefined,
+        guest: this.tls ? config.guest.tls : "off",
+      },
+      maintenance: this.maintenanceView(),
+      lastRoleChange: last
+        ? {
+            ...last,
+            ageSeconds: Math.max(0, (Date.now() - Date.parse(last.at)) / 1000),
+          }
+        : null,
       ...this.role.status(),
       sessions: c.sessions,
       contexts: c.contexts,
@@ -617,10 +810,10 @@ export class VgpuNode implements Supervisor {
   }
 }
 
-/** An admin action refused, with the HTTP status to answer. */
+/** An admin action refused, with the HTTP status to answer and its stable code. */
 export class OpsRefusal extends Error {
   readonly status: number;
-  /** A stable code from the error catalogue, when the refusal has one. */
+  /** The catalogue name (errors.ts), e.g. NOT_STANDBY. */
   readonly code: string | undefined;
   constructor(status: number, message: string, code?: ErrorCode) {
     super(message);

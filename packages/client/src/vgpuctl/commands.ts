@@ -1,7 +1,8 @@
 // What each vgpuctl command does, given the nodes to talk to. Each returns its exit code;
 // failures are thrown as CliError (see exit-codes.ts) and printed by main.ts.
 import { CliError, ExitCode } from "./exit-codes.js";
-import { renderTable, roundMs } from "./format.js";
+import { renderDetails, renderTable, roundMs } from "./format.js";
+import { waitReady } from "./operator-commands.js";
 import type { NodeStatus, NodeView, OpsClient } from "./ops-client.js";
 
 export interface Context {
@@ -10,6 +11,8 @@ export interface Context {
   /** Admin actions may wait for the peer (a switchover waits until the standby caught up). */
   readonly actionTimeoutMs: number;
   readonly out: (text: string) => void;
+  /** stdout is a terminal: progress bars instead of plain lines. */
+  readonly tty?: boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -19,6 +22,12 @@ const NEW_PRIMARY_WAIT_MS = 5_000;
 
 const views = (ctx: Context) => Promise.all(ctx.clients.map((c) => c.view()));
 
+/** The table and the lines under it (last role change, maintenance, resync). */
+const render = (ctx: Context, vs: Awaited<ReturnType<typeof views>>) => {
+  const details = renderDetails(vs, ctx.tty === true);
+  return details ? `${renderTable(vs)}\n\n${details}` : renderTable(vs);
+};
+
 const jsonOf = (v: NodeView) =>
   "problem" in v
     ? { node: v.url, error: v.problem }
@@ -27,7 +36,7 @@ const jsonOf = (v: NodeView) =>
 /** 3 if a node is unreachable, else 5 if one answered an error, else 0. */
 export async function status(ctx: Context): Promise<ExitCode> {
   const vs = await views(ctx);
-  ctx.out(ctx.json ? JSON.stringify(vs.map(jsonOf), null, 2) : renderTable(vs));
+  ctx.out(ctx.json ? JSON.stringify(vs.map(jsonOf), null, 2) : render(ctx, vs));
   const codes = vs.map((v) => ("problem" in v ? v.exitCode : ExitCode.ok));
   if (codes.includes(ExitCode.unreachable)) return ExitCode.unreachable;
   return codes.some((c) => c !== ExitCode.ok) ? ExitCode.failure : ExitCode.ok;
@@ -41,7 +50,7 @@ export async function watch(ctx: Context, intervalMs: number): Promise<never> {
       ctx.out(JSON.stringify({ at: new Date().toISOString(), nodes: vs.map(jsonOf) }));
     } else {
       const title = `vgpuctl watch: every ${intervalMs} ms, ${new Date().toLocaleTimeString()} (Ctrl-C to quit)`;
-      ctx.out(`\x1b[H\x1b[2J${title}\n\n${renderTable(vs)}`);
+      ctx.out(`\x1b[H\x1b[2J${title}\n\n${render(ctx, vs)}`);
     }
     await sleep(intervalMs);
   }
@@ -120,7 +129,10 @@ export async function demote(ctx: Context, force: boolean): Promise<ExitCode> {
  * Runs the switchover on the primary while polling the other nodes every 100 ms, printing
  * when one of them becomes primary. Exit 1 if none is seen serving shortly after the handover.
  */
-export async function switchover(ctx: Context): Promise<ExitCode> {
+export async function switchover(
+  ctx: Context,
+  wait: { readonly ready: boolean; readonly timeoutMs: number } = { ready: false, timeoutMs: 0 },
+): Promise<ExitCode> {
   const t = await find(ctx, "primary");
   const others = ctx.clients.filter((c) => c !== t.client);
   const log = (line: string) => {
@@ -164,5 +176,8 @@ export async function switchover(ctx: Context): Promise<ExitCode> {
   log(
     `switchover: done; ${successor?.nodeId ?? "the peer"} is primary, ${t.status.nodeId} is ${r.role} (epoch ${r.epoch})`,
   );
-  return ExitCode.ok;
+  if (!wait.ready) return ExitCode.ok;
+  log("switchover: waiting until both nodes are ready (--no-wait to skip)…");
+  const quiet = { ...ctx, out: ctx.json ? () => undefined : ctx.out };
+  return waitReady(quiet, wait.timeoutMs);
 }

@@ -1,11 +1,14 @@
 // The compact status table of `vgpuctl status` and `watch`: one row a node, pure strings.
 import type { NodeStatus, NodeView } from "./ops-client.js";
+import { formatSeconds, resyncLine } from "./progress.js";
 
 const HEADER = [
   "NODE",
   "URL",
   "ROLE",
   "EPOCH",
+  "MODE",
+  "TLS",
   "LEASE/STATE",
   "SEQ LAST/APPLIED",
   "LAG",
@@ -25,12 +28,16 @@ export function formatMib(usedBytes: number, totalBytes: number): string {
   return `${used < 10 ? used.toFixed(1) : Math.round(used)}/${Math.round(totalBytes / MIB)} MiB`;
 }
 
-/** Primary: "<lease>/<replication>"; standby: its replica state and whether it may promote. */
+/**
+ * Primary: "<lease>/<replication>" ("degraded" once, whether the lease state says it or the
+ * degraded flag does); standby: its replica state and whether it may promote.
+ */
 export function stateOf(s: NodeStatus): string {
   const repl = s.replication?.state ?? "-";
   if (s.role === "primary") {
     const lease = s.lease?.state ?? "no-lease";
-    return `${lease}/${repl}${s.degraded ? " degraded" : ""}`;
+    const flag = s.degraded && lease !== "degraded" ? " degraded" : "";
+    return `${lease}/${repl}${flag}`;
   }
   if (s.replication?.eligible === false) return `${repl} (ineligible)`;
   return repl;
@@ -45,13 +52,28 @@ function row(v: NodeView): string[] {
     url,
     s.role,
     String(s.epoch),
+    s.replicationMode ?? "-",
+    tlsOf(s),
     stateOf(s),
     `${s.seq.last}/${s.seq.applied}`,
-    String(s.replication?.lag.entries ?? "-"),
+    lagOf(s),
     String(s.sessions),
     formatMib(s.vram.usedBytes, s.vram.totalBytes),
     v.ready.ready ? "yes" : `no: ${v.ready.reason}`,
   ];
+}
+
+/** "mtls" when the replication link uses mutual TLS, with the guest port's mode after a slash. */
+function tlsOf(s: NodeStatus): string {
+  if (!s.tls) return "?";
+  const repl = s.tls.replication ? "on" : "off";
+  return s.tls.guest === "off" ? repl : `${repl}/guest:${s.tls.guest}`;
+}
+
+/** A primary without a standby has no lag: "no standby", not a number that only grows. */
+function lagOf(s: NodeStatus): string {
+  if (!s.replication) return "-";
+  return s.replication.lag ? String(s.replication.lag.entries) : "no standby";
 }
 
 /** Columns are padded to their widest cell; a failed row's problem runs to the end. */
@@ -73,4 +95,29 @@ export function renderTable(views: readonly NodeView[]): string {
         .trimEnd(),
     )
     .join("\n");
+}
+
+/** Lines under the table: each node's last role change, maintenance mode, a resync under way. */
+export function renderDetails(views: readonly NodeView[], tty: boolean): string {
+  const lines: string[] = [];
+  for (const v of views) {
+    if ("problem" in v) continue;
+    const s = v.status;
+    const c = s.lastRoleChange;
+    if (c) {
+      lines.push(
+        `${s.nodeId}: ${c.to} for ${formatSeconds(c.ageSeconds)} (${c.reason}, from ${c.from}, by ${c.by}, epoch ${c.epoch})`,
+      );
+    }
+    const m = s.maintenance;
+    if (m?.paused) {
+      const held = m.pausedSeconds === undefined ? "" : ` for ${formatSeconds(m.pausedSeconds)}`;
+      lines.push(
+        `${s.nodeId}: MAINTENANCE: paused${held} by ${m.by ?? "?"}: no automatic failover (vgpuctl resume)`,
+      );
+    }
+    const resync = resyncLine(s, tty);
+    if (resync) lines.push(resync);
+  }
+  return lines.join("\n");
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // vgpuctl: operate a vgpud primary/standby pair through the nodes' ops HTTP API. Argument
 // parsing is commander's; every failure ends with one of the exit codes in exit-codes.ts.
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import * as commands from "./commands.js";
 import { CliError, EXIT_CODES_HELP, ExitCode } from "./exit-codes.js";
+import * as operator from "./operator-commands.js";
 import { OpsClient } from "./ops-client.js";
 import { VERSION } from "./version.js";
 
@@ -16,6 +17,12 @@ interface GlobalOptions {
   token?: string;
   json?: boolean;
   timeout: number;
+}
+
+function positiveSeconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected seconds > 0");
+  return n;
 }
 
 function positiveInt(value: string): number {
@@ -62,6 +69,7 @@ function contextOf(program: Command): commands.Context {
     json: o.json === true,
     actionTimeoutMs: Math.max(o.timeout, ACTION_TIMEOUT_MIN_MS),
     out: (text) => process.stdout.write(`${text}\n`),
+    tty: process.stdout.isTTY === true,
   };
 }
 
@@ -75,7 +83,10 @@ function build(finish: (code: ExitCode) => void): Command {
       `ops URL of a node; repeat for each (default: $VGPUCTL_NODES, else ${DEFAULT_NODE})`,
       collect,
     )
-    .option("--token <token>", "admin token for promote/demote/switchover/verify ($VGPUCTL_TOKEN)")
+    .option(
+      "--token <token>",
+      "admin token for promote/demote/switchover/verify/pause/resume/reinit ($VGPUCTL_TOKEN)",
+    )
     .option("--json", "print JSON instead of text")
     .option("--timeout <ms>", "request timeout in ms", positiveInt, DEFAULT_TIMEOUT_MS)
     .version(VERSION, "-V, --version", "print the version and exit")
@@ -117,8 +128,71 @@ function build(finish: (code: ExitCode) => void): Command {
     );
   program
     .command("switchover")
-    .description("planned switchover to the standby, showing progress until done")
-    .action(run(commands.switchover));
+    .description(
+      "planned switchover to the standby, showing progress, then waits until both nodes are ready",
+    )
+    .option("--no-wait", "return once the new primary serves, without waiting for readiness")
+    .option("--wait-timeout <s>", "seconds to wait for readiness", positiveSeconds, 60)
+    .action((opts: { wait: boolean; waitTimeout: number }) =>
+      run((ctx) =>
+        commands.switchover(ctx, { ready: opts.wait, timeoutMs: opts.waitTimeout * 1000 }),
+      )(),
+    );
+  program
+    .command("pause")
+    .description(
+      "maintenance mode: no automatic failover until resume (switchover and promote still work)",
+    )
+    .action(run((ctx) => operator.maintenance(ctx, true)));
+  program
+    .command("resume")
+    .description("end maintenance mode: automatic failover again")
+    .action(run((ctx) => operator.maintenance(ctx, false)));
+  program
+    .command("history")
+    .description("every role change of both nodes (time, epoch, from → to, reason, seq, who asked)")
+    .action(run(operator.history));
+  program
+    .command("reinit")
+    .argument("<node>", "the standby, by node id or ops URL")
+    .description("the standby drops its replica and takes a fresh snapshot; shows the resync")
+    .option("--force", "even with no primary in sight (the replica may be the only copy)")
+    .option("--no-wait", "return at once instead of following the resync")
+    .option(
+      "--wait-timeout <s>",
+      "seconds to wait for the standby to be ready",
+      positiveSeconds,
+      600,
+    )
+    .action((node: string, opts: { force?: boolean; wait: boolean; waitTimeout: number }) =>
+      run((ctx) =>
+        operator.reinit(ctx, node, {
+          force: opts.force === true,
+          noWait: !opts.wait,
+          timeoutMs: opts.waitTimeout * 1000,
+          tty: ctx.tty === true,
+        }),
+      )(),
+    );
+  program
+    .command("wait-ready")
+    .description("wait until every node is ready (exit 0), or exit 1 after --timeout seconds")
+    .usage("--timeout <s>")
+    .addOption(
+      new Option("--wait-ready-timeout <s>", "see --timeout").argParser(positiveSeconds).hideHelp(),
+    )
+    .addHelpText(
+      "after",
+      "\nWait-ready option:\n  --timeout <s>  seconds to wait (here: not the request timeout)",
+    )
+    .action((opts: { waitReadyTimeout?: number }) =>
+      run((ctx) => {
+        if (opts.waitReadyTimeout === undefined) {
+          throw new CliError(ExitCode.usage, "wait-ready needs --timeout <seconds>");
+        }
+        return operator.waitReady(ctx, opts.waitReadyTimeout * 1000);
+      })(),
+    );
   program
     .command("verify")
     .description("compare both replicas' digests at one seq (exit 1 if they differ)")
@@ -131,9 +205,26 @@ function finish(code: ExitCode): void {
   process.stdout.write("", () => process.exit(code));
 }
 
+/**
+ * commander gives every `--timeout` to the global option (the request timeout, in ms), even
+ * after a subcommand; after `wait-ready` it is the command's own (seconds to wait).
+ */
+function waitReadyTimeout(argv: readonly string[]): string[] {
+  const at = argv.indexOf("wait-ready");
+  if (at < 0) return [...argv];
+  const tail = argv
+    .slice(at + 1)
+    .map((a) =>
+      a === "--timeout"
+        ? "--wait-ready-timeout"
+        : a.replace(/^--timeout=/, "--wait-ready-timeout="),
+    );
+  return [...argv.slice(0, at + 1), ...tail];
+}
+
 async function main(argv: readonly string[]): Promise<void> {
   try {
-    await build(finish).parseAsync([...argv]);
+    await build(finish).parseAsync(waitReadyTimeout(argv));
   } catch (e) {
     if (e instanceof CommanderError) {
       // commander already printed the message or the help

@@ -1,6 +1,18 @@
 // A small client of one node's ops HTTP API: every request has a timeout, and every failure
 // becomes a CliError whose exit code says what kind it was (unreachable, refused, other).
+import type { RoleChange } from "@vgpu-ha/common";
 import { CliError, ExitCode } from "./exit-codes.js";
+
+export type { RoleChange };
+
+/** A snapshot under way, as the primary reports it (docs/status.schema.json). */
+export interface ResyncStatus {
+  readonly totalBytes: number;
+  readonly doneBytes: number;
+  readonly percent: number;
+  readonly rateBytesPerSecond: number;
+  readonly etaSeconds: number | null;
+}
 
 /** The parts of GET /v1/status that vgpuctl shows; the rest is passed through. */
 export interface NodeStatus {
@@ -9,13 +21,25 @@ export interface NodeStatus {
   readonly epoch: number;
   readonly serving?: boolean;
   readonly degraded?: boolean;
+  readonly replicationMode?: string | null;
+  readonly tls?: { replication: boolean; guest: string };
+  readonly maintenance?: {
+    paused: boolean;
+    since?: string;
+    pausedSeconds?: number;
+    by?: string;
+  };
+  readonly lastRoleChange?: (RoleChange & { ageSeconds: number }) | null;
   readonly lease?: { state: string; remainingSeconds: number } | null;
   readonly seq: { last: number; applied: number; acknowledged: number };
   readonly replication: {
     readonly state: string;
     readonly connected: boolean;
+    readonly peer?: string;
     readonly eligible?: boolean;
-    readonly lag: { entries: number };
+    /** null on a primary without a standby. */
+    readonly lag: { entries: number } | null;
+    readonly snapshot?: ResyncStatus | null;
   } | null;
   readonly sessions: number;
   readonly vram: { usedBytes: number; totalBytes: number };
@@ -68,6 +92,12 @@ export class OpsClient {
 
   status(): Promise<NodeStatus> {
     return this.request<NodeStatus>("GET", "/v1/status", [200]);
+  }
+
+  /** This node's role changes, oldest first. */
+  async history(): Promise<RoleChange[]> {
+    const body = await this.request<{ changes: RoleChange[] }>("GET", "/v1/history", [200]);
+    return body.changes;
   }
 
   /** GET /readyz answers 503 with a reason when not ready: both are answers, not failures. */

@@ -84,6 +84,11 @@ export const ConfigSchema = z
         listen: address.default("127.0.0.1:9400"),
         /** Bearer token for mutating endpoints; none means they are disabled. */
         token: z.string().min(16, "must be at least 16 characters").optional(),
+        /**
+         * Maintenance mode (vgpuctl pause) held longer than this raises the
+         * VgpuMaintenancePausedTooLong alert (the metric vgpu_maintenance_paused_max_seconds).
+         */
+        maintenanceAlertAfterMs: ms(1000, 30 * 24 * 3_600_000).default(3_600_000),
       })
       .prefault({}),
     device: z

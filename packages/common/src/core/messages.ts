@@ -24,6 +24,8 @@ export type PrimaryMessage =
       readonly lastSeq: number;
       /** The sync grant (see core/release.ts). */
       readonly syncReplica: boolean;
+      /** Maintenance mode: the standby must not take over on its own (absent: false). */
+      readonly maintenancePaused?: boolean;
     }
   | {
       readonly kind: "handover";

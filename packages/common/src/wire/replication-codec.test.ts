@@ -159,7 +159,22 @@ const primaryMessages: PrimaryMessage[] = [
       ],
     },
   },
-  { kind: "heartbeat", epoch: 3, sentUs: 123456789, lastSeq: 7, syncReplica: true },
+  {
+    kind: "heartbeat",
+    epoch: 3,
+    sentUs: 123456789,
+    lastSeq: 7,
+    syncReplica: true,
+    maintenancePaused: false,
+  },
+  {
+    kind: "heartbeat",
+    epoch: 3,
+    sentUs: 1,
+    lastSeq: 8,
+    syncReplica: false,
+    maintenancePaused: true,
+  },
 ];
 
 const standbyMessages: StandbyMessage[] = [

@@ -150,6 +150,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
           sentUs: BigInt(m.sentUs),
           lastSeq: BigInt(m.lastSeq),
           syncReplica: m.syncReplica,
+          maintenancePaused: m.maintenancePaused === true,
         }),
       };
     case "handover":
@@ -348,6 +349,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         sentUs: toSafe(k.value.sentUs, "heartbeat send time"),
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
         syncReplica: k.value.syncReplica,
+        maintenancePaused: k.value.maintenancePaused,
       };
     case "handover":
       return {

@@ -1,7 +1,8 @@
 // Proves the ops app's routes with inject() (no listening socket): health, readiness with its
 // reason, Prometheus text, status JSON, and bad input: a JSON 404 for unknown routes, 400 for an
 // unparsable body, 401 for a wrong or missing token (checked before the body is read), 403 when
-// no token is configured, 409 with the reason when an action is refused.
+// no token is configured, 409 with the reason and stable code when an action is refused; an
+// empty body passes whatever its content type; the caller's address reaches the action.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { type AdminActions, buildOpsApp } from "./ops-app.js";
@@ -159,6 +160,69 @@ describe("ops app: admin and bad input", () => {
     const d = await app.inject({ method: "POST", url: "/v1/demote", headers: auth });
     expect(d.statusCode).toBe(404);
     expect(d.json()).toMatchObject({ error: "not_found" });
+  });
+
+  it.each([
+    ["curl -d ''", { "content-type": "application/x-www-form-urlencoded" }],
+    ["an empty JSON body", { "content-type": "application/json" }],
+    ["text/plain", { "content-type": "text/plain" }],
+    ["no content type", {}],
+  ])("accepts an empty body sent as %s", async (_what, headers) => {
+    const app = adminApp(TOKEN, { pause: async () => ({ paused: true }) });
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/pause",
+      headers: { ...auth, ...headers },
+      payload: "",
+    });
+    expect(r.statusCode).toBe(200);
+    expect(r.json()).toEqual({ paused: true });
+  });
+
+  it("refuses a non-empty body that is not JSON with 415", async () => {
+    const app = adminApp(TOKEN, { resume: async () => ({}) });
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/resume",
+      headers: { ...auth, "content-type": "text/plain" },
+      payload: "hello",
+    });
+    expect(r.statusCode).toBe(415);
+    expect(r.json()).toMatchObject({ error: "unsupported_media_type" });
+  });
+
+  it("hands the caller's address to the action and answers a typed refusal", async () => {
+    const callers: string[] = [];
+    const app = adminApp(TOKEN, {
+      reinit: async (_force, caller) => {
+        callers.push(caller);
+        throw Object.assign(refusal(409, "reinit runs on a standby"), { code: "NOT_STANDBY" });
+      },
+    });
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/reinit",
+      headers: auth,
+      remoteAddress: "10.1.2.3",
+    });
+    expect(r.statusCode).toBe(409);
+    expect(r.json()).toEqual({
+      error: "reinit_refused",
+      code: "NOT_STANDBY",
+      message: "reinit runs on a standby",
+    });
+    expect(callers).toEqual(["operator 10.1.2.3"]);
+  });
+
+  it("serves the node's role history", async () => {
+    const app = buildOpsApp({
+      registry: new Registry(),
+      status: () => ({}),
+      history: () => [{ epoch: 1, to: "primary" }],
+      readiness: () => ({ ready: true, reason: "" }),
+    });
+    const r = await app.inject({ url: "/v1/history" });
+    expect(r.json()).toEqual({ changes: [{ epoch: 1, to: "primary" }] });
   });
 
   it("answers a wrong method on a known path with a JSON 404", async () => {

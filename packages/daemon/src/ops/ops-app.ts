@@ -3,8 +3,10 @@
 // Admin actions need `Authorization: Bearer <ops.token>` (compared in constant time: both sides
 // hashed to 32 bytes first, so neither the content nor the length of the given token shows in
 // the timing); without a configured token they are disabled (403), never open. The token is
-// checked before any body is parsed. Every answer is JSON, errors as {error, message}: unknown
-// route 404, unparsable body 400, too large 413, wrong content type 415, refusal 409.
+// checked before any body is parsed. No action reads a body: an empty one is accepted whatever
+// its content type (`curl -d ''`). Every answer is JSON, errors as {error, message} and, for a
+// refusal, a stable `code` from the error catalogue: unknown route 404, unparsable JSON body
+// 400, too large 413, a non-empty body of another type 415, refusal 409.
 import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Registry } from "prom-client";
@@ -14,6 +16,9 @@ export interface Readiness {
   readonly reason: string;
 }
 
+/** An admin action: `force` from `?force=true`, `caller` says who asked (for the history). */
+export type AdminAction = (force: boolean, caller: string) => Promise<Record<string, unknown>>;
+
 export interface AdminActions {
   /** Compares both nodes' digests at one seq (the primary asks its standby). */
   verify?(): Promise<Record<string, unknown>>;
@@ -21,17 +26,22 @@ export interface AdminActions {
   corrupt?(): Record<string, unknown> | undefined;
   /** Test-only: blocks the main event loop for `ms` (a stalled-but-alive node). */
   stall?(ms: number): Record<string, unknown>;
-  promote?(force: boolean): Promise<Record<string, unknown>>;
-  demote?(force: boolean): Promise<Record<string, unknown>>;
-  switchover?(): Promise<Record<string, unknown>>;
+  promote?: AdminAction;
+  demote?: AdminAction;
+  switchover?: AdminAction;
+  /** Maintenance mode on / off. */
+  pause?: AdminAction;
+  resume?: AdminAction;
+  /** A standby drops its replica and takes a fresh snapshot. */
+  reinit?: AdminAction;
 }
 
-/** An error with an HTTP status (a refusal with a reason). */
+/** An error with an HTTP status and a stable code (a refusal with a reason). */
 interface StatusError {
   readonly status?: number;
-  readonly message: string;
   /** A stable code from the error catalogue (e.g. PRIMARY_LEASED). */
-  readonly code?: string;
+  readonly code?: string | undefined;
+  readonly message: string;
 }
 
 const forceOf = (query: unknown) => (query as { force?: string } | undefined)?.force === "true";
@@ -39,6 +49,8 @@ const forceOf = (query: unknown) => (query as { force?: string } | undefined)?.f
 export interface OpsDeps {
   /** A JSON-serialisable snapshot of the node's state. */
   status(): Record<string, unknown>;
+  /** This node's role changes, oldest first. */
+  history?(): readonly unknown[];
   readiness(): Readiness;
   /** This node's state digest and the seq it is at. */
   digest?(): Record<string, unknown> | undefined;
@@ -73,6 +85,7 @@ const status =
   (deps: OpsDeps): FastifyPluginAsync =>
   async (app) => {
     app.get("/v1/status", async () => deps.status());
+    app.get("/v1/history", async () => ({ changes: deps.history?.() ?? [] }));
     app.get("/v1/digest", async (_req, reply) => {
       const d = deps.digest?.();
       return d ? d : reply.code(409).send({ error: "no_state", message: "no replica state yet" });
@@ -109,38 +122,23 @@ const admin =
         return reply.code(409).send({ error: "verify_failed", message: (e as Error).message });
       }
     });
-    const action =
-      (name: string, run: (force: boolean) => Promise<Record<string, unknown>> | undefined) =>
-      async (
-        req: { query: unknown },
-        reply: { code(n: number): { send(b: unknown): unknown } },
-      ) => {
-        const running = run(forceOf(req.query));
-        if (!running)
-          return reply.code(404).send({ error: "not_found", message: `no ${name} here` });
+    const actions = ["promote", "demote", "switchover", "pause", "resume", "reinit"] as const;
+    for (const name of actions) {
+      app.post(`/v1/${name}`, async (req, reply) => {
+        const run = deps.admin?.[name];
+        if (!run) return reply.code(404).send({ error: "not_found", message: `no ${name} here` });
         try {
-          return await running;
+          return await run(forceOf(req.query), `operator ${req.ip}`);
         } catch (e) {
           const err = e as StatusError;
           return reply.code(err.status ?? 500).send({
             error: `${name}_refused`,
-            ...(err.code !== undefined ? { code: err.code } : {}),
+            ...(err.code ? { code: err.code } : {}),
             message: err.message,
           });
         }
-      };
-    app.post(
-      "/v1/promote",
-      action("promote", (f) => deps.admin?.promote?.(f)),
-    );
-    app.post(
-      "/v1/demote",
-      action("demote", (f) => deps.admin?.demote?.(f)),
-    );
-    app.post(
-      "/v1/switchover",
-      action("switchover", () => deps.admin?.switchover?.()),
-    );
+      });
+    }
     app.post("/v1/test/stall", async (req, reply) => {
       if (!deps.admin?.stall) {
         return reply.code(404).send({ error: "not_found", message: "fault injection is off" });
@@ -177,8 +175,29 @@ const errorName = (status: number) =>
         ? "bad_request"
         : "internal_error";
 
+/**
+ * No endpoint reads a body. An empty one passes whatever its content type (`curl -d ''` sends
+ * application/x-www-form-urlencoded); a non-empty one must be JSON that parses.
+ */
+function acceptEmptyBodies(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "string" }, (req, body, done) => {
+    const text = body as string;
+    if (text.length === 0) return done(null, undefined);
+    if (!/^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
+      return done(Object.assign(new Error("only an empty or a JSON body"), { statusCode: 415 }));
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (e) {
+      done(Object.assign(e as Error, { statusCode: 400 }));
+    }
+  });
+}
+
 export function buildOpsApp(deps: OpsDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES });
+  acceptEmptyBodies(app);
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send({ error: "not_found", message: `no route ${req.method} ${req.url}` }),
   );

@@ -1,6 +1,7 @@
 // The configs of a two-node pair on one host: free ports chosen up front so each node knows the
 // other's guest and replication addresses (either can then be primary, be killed, restart and
-// rejoin), its own state directory, different device seeds. `common` is merged into both.
+// rejoin) and a restarted node keeps its ops URL; its own state directory, different device
+// seeds. `common` is merged into both.
 import { join } from "node:path";
 import { freePort } from "./free-port.js";
 
@@ -16,12 +17,8 @@ export async function pairConfigs(options: {
   /** Merged (deeply) into both configs: ops.token, tenants, lease, device.vramBytes, log… */
   readonly common?: Json;
 }): Promise<[Json, Json]> {
-  const [ga, ra, gb, rb] = (await Promise.all([0, 1, 2, 3].map(() => freePort()))) as [
-    number,
-    number,
-    number,
-    number,
-  ];
+  const ports = await Promise.all([0, 1, 2, 3, 4, 5].map(() => freePort()));
+  const [ga, ra, oa, gb, rb, ob] = ports as [number, number, number, number, number, number];
   const [a, b] = options.names;
   const [sa, sb] = options.seeds ?? [1, 2];
   const node = (
@@ -40,7 +37,7 @@ export async function pairConfigs(options: {
         stateDir: join(options.dir, `${id}-state`),
         guest: { listen: `127.0.0.1:${own[0]}` },
         replication: { listen: `127.0.0.1:${own[1]}` },
-        ops: { listen: "127.0.0.1:0" },
+        ops: { listen: `127.0.0.1:${own[2]}` },
         peer: {
           name: peer,
           guestAddress: `127.0.0.1:${theirs[0]}`,
@@ -51,8 +48,8 @@ export async function pairConfigs(options: {
       options.common ?? {},
     );
   return [
-    node(a, b, "primary", [ga, ra], [gb, rb], sa),
-    node(b, a, "standby", [gb, rb], [ga, ra], sb),
+    node(a, b, "primary", [ga, ra, oa], [gb, rb], sa),
+    node(b, a, "standby", [gb, rb, ob], [ga, ra], sb),
   ];
 }
 

@@ -27,6 +27,7 @@ import {
   type ReplicationGauges,
   ReplicationLog,
   releasableSeq,
+  resyncProgress,
   type SoloMark,
   type StandbyLinkState,
   type StandbyMessage,
@@ -245,6 +246,7 @@ export class PrimaryRole implements Role {
     // The lease thread renews only while our stream to the peer is up (else the old rules
     // apply: fenced, then degraded) — and only while this loop turns (its watchdog).
     this.deps.leaseThread?.setRenewing(sender.state === "snapshot" || sender.state === "streaming");
+    sender.maintenancePaused = this.deps.supervisor.maintenancePaused();
     this.warmDigest();
     const now = this.deps.clock.monotonicMs();
     const { logger } = this.deps;
@@ -409,7 +411,8 @@ export class PrimaryRole implements Role {
     this.sender!.epoch = decision.epoch;
     this.grant = NO_GRANT;
     this.sender!.syncGrant = false;
-    logger.warn({ seq: this.log.lastSeq, epoch: decision.epoch }, "etcd: took the key back");
+    // `keyEpoch`: the logger already binds `epoch` (a repeated key would be invalid JSON).
+    logger.warn({ seq: this.log.lastSeq, keyEpoch: decision.epoch }, "etcd: took the key back");
     this.guests.release();
   }
 
@@ -744,6 +747,17 @@ export class PrimaryRole implements Role {
     };
   }
 
+  /** The snapshot being sent to the standby, for the resync progress (undefined: none). */
+  snapshotProgress() {
+    return this.sender?.snapshotProgress;
+  }
+
+  /** A standby is attached (streaming, or taking a snapshot): lag means something. */
+  private standbyAttached(): boolean {
+    const state = this.sender?.state;
+    return state === "streaming" || state === "snapshot";
+  }
+
   replicationGauges(): ReplicationGauges {
     const sender = this.sender;
     if (!sender) {
@@ -819,9 +833,13 @@ export class PrimaryRole implements Role {
             peerAddress: config.peer.replicationAddress,
             state: this.sender.state,
             connected: r.connected,
-            lag: { entries: r.lagEntries, bytes: r.lagBytes, seconds: r.lagSeconds },
+            // No standby: no lag to speak of (the numbers would only grow).
+            standby: this.standbyAttached() ? "attached" : "none",
+            lag: this.standbyAttached()
+              ? { entries: r.lagEntries, bytes: r.lagBytes, seconds: r.lagSeconds }
+              : null,
             heldReplies: this.guests.heldReplies,
-            snapshot: this.sender.snapshotProgress ?? null,
+            snapshot: this.snapshotStatus(),
             lastSnapshot: this.sender.lastSnapshot ?? null,
             log: {
               firstRetainedSeq: this.log.firstRetainedSeq,
@@ -833,5 +851,13 @@ export class PrimaryRole implements Role {
       mmio: { mode: config.mmio.replication, ...c },
       guestStreams: this.guests.openStreams,
     };
+  }
+
+  /** The snapshot in progress with its resync figures (bytes, %, rate, ETA); null when none. */
+  private snapshotStatus() {
+    const p = this.sender?.snapshotProgress;
+    if (!p) return null;
+    const { startedMs: _monotonic, ...rest } = p;
+    return { ...rest, ...resyncProgress(p, this.deps.clock.monotonicMs()) };
   }
 }

@@ -43,6 +43,10 @@ export interface Supervisor {
   adoptEpoch(epoch: number): void;
   /** Asks the peer what it is and holds (undefined when it does not answer). */
   probePeer(): Promise<PeerView | undefined>;
+  /** Maintenance mode (vgpuctl pause): no automatic takeover; the primary's heartbeats carry it. */
+  maintenancePaused(): boolean;
+  /** A standby: the maintenance flag its primary's heartbeat carried. */
+  adoptMaintenance(paused: boolean): void;
 }
 
 export interface PeerView {

@@ -62,7 +62,10 @@ export class StandbyRole implements Role {
       identity: { clusterId: config.clusterId, nodeId: config.nodeId, peerName: config.peer.name },
       onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
       onStep: (m) => {
-        if (m.kind === "heartbeat") this.primarySeq = m.lastSeq;
+        if (m.kind === "heartbeat") {
+          this.primarySeq = m.lastSeq;
+          deps.supervisor.adoptMaintenance(m.maintenancePaused === true);
+        }
         // The primary's lease channel: its heartbeats count from now on, under its key.
         if (m.kind === "hello" && m.leaseKey) deps.leaseThread?.standby(m.leaseKey, m.epoch);
         this.afterStep();
@@ -170,10 +173,24 @@ export class StandbyRole implements Role {
       }
       return;
     }
+    if (this.deps.supervisor.maintenancePaused()) {
+      if (!this.pausedLogged) {
+        this.pausedLogged = true;
+        this.deps.logger.error(
+          { seq: this.receiver.appliedSeq },
+          "primary's lease expired; maintenance mode: not promoting (vgpuctl resume or promote)",
+        );
+      }
+      return;
+    }
+    this.pausedLogged = false;
     this.promoting = true;
     this.parkGuests(2000);
     this.deps.supervisor.promote("lease_expired");
   }
+
+  /** The "not promoting: paused" line was written for this lease expiry. */
+  private pausedLogged = false;
 
   /**
    * etcd mode: the standby takes over only by taking the leader key, when the rule allows
@@ -234,6 +251,11 @@ export class StandbyRole implements Role {
     }
     this.etcdView = { leader: null, decision: decision.reason };
     if (!decision.acquire || this.stopped || this.promoting) return;
+    // Maintenance mode: a handed-over key is still taken (a switchover); nothing else is.
+    if (supervisor.maintenancePaused() && !this.handoverPending) {
+      this.etcdView = { leader: null, decision: "maintenance mode: not taking the key" };
+      return;
+    }
     if (!(await arbiter.acquire(view, decision.epoch, config.guest.listen))) return;
     this.promoting = true;
     this.parkGuests(2000);

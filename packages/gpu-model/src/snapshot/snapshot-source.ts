@@ -33,6 +33,12 @@ export class SnapshotSource {
   /** Bytes copied by copy-on-write so far (what the snapshot cost the writers). */
   copiedBytes = 0;
   sentBytes = 0;
+  /** Bytes of buffer space the snapshot covers (every buffer's size, zero pages included). */
+  readonly totalBytes: number;
+  /** Bytes of buffer space produced so far (sent or skipped as zero): progress toward totalBytes. */
+  coveredBytes = 0;
+  /** Sizes of the buffers the cursor has passed. */
+  private passedBytes = 0;
 
   constructor(backend: Backend, snapshotId: number, atSeq: number, chunkBytesMax: number) {
     this.backend = backend;
@@ -54,6 +60,7 @@ export class SnapshotSource {
         this.byBuffer.set(gbo.bo.bytes, p);
       }
     }
+    this.totalBytes = this.pending.reduce((sum, p) => sum + p.bytes.byteLength, 0);
     backend.beforeWrite = (gbo, start, end) => this.beforeWrite(gbo, start, end);
   }
 
@@ -108,9 +115,12 @@ export class SnapshotSource {
       }
       if (p.nextPage >= p.pages) {
         this.byBuffer.delete(p.bytes);
+        this.passedBytes += p.bytes.byteLength;
         this.cursor++;
       }
     }
+    const current = this.pending[this.cursor];
+    this.coveredBytes = this.passedBytes + (current ? current.nextPage * PAGE_SIZE_BYTES : 0);
     const last = this.cursor >= this.pending.length;
     if (last) this.finish();
     this.sentBytes += bytes;

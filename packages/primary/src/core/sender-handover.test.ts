@@ -3,21 +3,10 @@
 // came within retransmitMs, never after the standby accepted it or the switchover was given up.
 import { ReplicationLog, type StandbyMessage } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
+import { testSenderOptions } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";
 
-const options = {
-  clusterId: "c",
-  nodeId: "a",
-  peerName: "b",
-  maxBatchEntries: 16,
-  maxBatchBytes: 65536,
-  maxInflightEntries: 64,
-  maxInflightBytes: 1 << 20,
-  snapshotWindowChunks: 4,
-  heartbeatMs: 100,
-  retransmitMs: 200,
-  retainBytes: 1 << 20,
-};
+const options = testSenderOptions();
 
 const hello: StandbyMessage = {
   kind: "hello",

@@ -38,6 +38,9 @@ export interface SnapshotStream {
   /** Higher for each snapshot a Sender starts: the standby takes a lower one for a stale copy. */
   readonly snapshotId: number;
   readonly atSeq: number;
+  /** Buffer bytes the snapshot covers, and how many of them the chunks produced so far cover. */
+  readonly totalBytes?: number;
+  readonly coveredBytes?: number;
   next(): SnapshotChunk | undefined;
   release(): void;
 }
@@ -71,6 +74,10 @@ interface SnapshotProgress {
   readonly stream: SnapshotStream;
   /** Chunks produced and not yet acknowledged, oldest first (kept to resend). */
   readonly unacked: SnapshotChunk[];
+  /** The stream's coveredBytes after each unacked chunk was produced (same order). */
+  readonly unackedCoveredBytes: number[];
+  /** Buffer bytes covered by the chunks the standby acknowledged. */
+  doneBytes: number;
   /** Index of unacked[0]. */
   ackedChunks: number;
   produced: number;
@@ -110,6 +117,8 @@ export class Sender {
   private grant = false;
   /** Newest heartbeat send time the standby echoed (µs; the lease counts from it). */
   ackedHeartbeatUs = 0;
+  /** Maintenance mode, carried on every heartbeat (the node sets it; vgpuctl pause). */
+  maintenancePaused = false;
   readonly events: SenderEvent[] = [];
   /** Totals for metrics. */
   readonly totals = { entriesSent: 0, bytesSent: 0, snapshotsStarted: 0, snapshotBytes: 0 };
@@ -133,7 +142,15 @@ export class Sender {
   }
 
   get snapshotProgress():
-    | { snapshotId: number; atSeq: number; chunksAcked: number; bytesSent: number }
+    | {
+        snapshotId: number;
+        atSeq: number;
+        chunksAcked: number;
+        bytesSent: number;
+        totalBytes: number;
+        doneBytes: number;
+        startedMs: number;
+      }
     | undefined {
     const s = this.snapshot;
     return s
@@ -142,6 +159,9 @@ export class Sender {
           atSeq: s.stream.atSeq,
           chunksAcked: s.ackedChunks,
           bytesSent: s.bytesSent,
+          totalBytes: s.stream.totalBytes ?? 0,
+          doneBytes: s.doneBytes,
+          startedMs: s.startedMs,
         }
       : undefined;
   }
@@ -287,6 +307,7 @@ export class Sender {
     const s = this.snapshot!;
     while (s.ackedChunks < received && s.unacked.length > 0) {
       s.unacked.shift();
+      s.doneBytes = s.unackedCoveredBytes.shift() ?? s.doneBytes;
       s.ackedChunks++;
     }
   }
@@ -297,6 +318,8 @@ export class Sender {
     this.snapshot = {
       stream,
       unacked: [],
+      unackedCoveredBytes: [],
+      doneBytes: 0,
       ackedChunks: 0,
       produced: 0,
       exhausted: false,
@@ -390,6 +413,7 @@ export class Sender {
         sentUs: Math.round(nowMs * 1000),
         lastSeq: this.log.lastSeq,
         syncReplica: this.syncGrant,
+        maintenancePaused: this.maintenancePaused,
       });
     }
     return out;
@@ -409,6 +433,7 @@ export class Sender {
       }
       if (chunk.last) s.exhausted = true;
       s.unacked.push(chunk);
+      s.unackedCoveredBytes.push(s.stream.coveredBytes ?? 0);
       s.produced++;
       const bytes = chunkBytes(chunk);
       s.bytesSent += bytes;

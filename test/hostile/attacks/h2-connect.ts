@@ -1,0 +1,24 @@
+// An HTTP/2 client session to a node's guest port, plaintext or TLS, for the raw attacks (the
+// gRPC library hides what they need: stream resets, streams without a message).
+import { readFileSync } from "node:fs";
+import http2 from "node:http2";
+import type { AttackerTls } from "./outcome.js";
+
+export const GUEST_PATH = "/vgpu.v1.Guest/Session";
+
+export const GRPC_HEADERS = {
+  ":method": "POST",
+  ":path": GUEST_PATH,
+  "content-type": "application/grpc",
+  te: "trailers",
+} as const;
+
+export function connectH2(target: string, tls?: AttackerTls): http2.ClientHttp2Session {
+  if (!tls) return http2.connect(`http://${target}`);
+  return http2.connect(`https://${target}`, {
+    ca: readFileSync(tls.ca),
+    cert: readFileSync(tls.cert),
+    key: readFileSync(tls.key),
+    servername: tls.serverName,
+  });
+}
