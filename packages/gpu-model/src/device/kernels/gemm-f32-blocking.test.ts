@@ -64,22 +64,26 @@ interface Case {
   b: number[];
 }
 
+/** A case of the given shapes, with A and B filled from bitsArb. */
+const caseOf = (shapes: fc.Arbitrary<[number, number, number]>): fc.Arbitrary<Case> =>
+  shapes.chain(([m, n, k]) =>
+    fc.record({
+      m: fc.constant(m),
+      n: fc.constant(n),
+      k: fc.constant(k),
+      a: fc.array(bitsArb, { minLength: m * k, maxLength: m * k }),
+      b: fc.array(bitsArb, { minLength: k * n, maxLength: k * n }),
+    }),
+  );
+
 const caseArb = (maxDim: number): fc.Arbitrary<Case> =>
-  fc
-    .tuple(
+  caseOf(
+    fc.tuple(
       fc.integer({ min: 1, max: maxDim }),
       fc.integer({ min: 1, max: maxDim }),
       fc.nat({ max: maxDim }),
-    )
-    .chain(([m, n, k]) =>
-      fc.record({
-        m: fc.constant(m),
-        n: fc.constant(n),
-        k: fc.constant(k),
-        a: fc.array(bitsArb, { minLength: m * k, maxLength: m * k }),
-        b: fc.array(bitsArb, { minLength: k * n, maxLength: k * n }),
-      }),
-    );
+    ),
+  );
 
 function check({ m, n, k, a: aBits, b: bBits }: Case) {
   const a = makeBuffer(2, pagesFor(m * k), aBits);
@@ -102,21 +106,13 @@ describe("gemm_f32 register blocking", () => {
   });
 
   it("writes the previous kernel's bits when k spans several panels of B (256 values of p)", () => {
-    const caseOfK = fc
-      .tuple(
+    const caseOfK = caseOf(
+      fc.tuple(
         fc.integer({ min: 4, max: 9 }),
         fc.integer({ min: 4, max: 9 }),
         fc.constantFrom(255, 256, 257, 512, 700),
-      )
-      .chain(([m, n, k]) =>
-        fc.record({
-          m: fc.constant(m),
-          n: fc.constant(n),
-          k: fc.constant(k),
-          a: fc.array(bitsArb, { minLength: m * k, maxLength: m * k }),
-          b: fc.array(bitsArb, { minLength: k * n, maxLength: k * n }),
-        }),
-      );
+      ),
+    );
     fc.assert(fc.property(caseOfK, check), { numRuns: 15 });
   });
 
