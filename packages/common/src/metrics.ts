@@ -324,6 +324,12 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["port", "reason"],
       registers,
     }),
+    guestRefusals: new Counter({
+      name: "vgpu_guest_refusals_total",
+      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster)",
+      labelNames: ["reason"],
+      registers,
+    }),
     refusalThrottles: new Counter({
       name: "vgpu_refusal_throttles_total",
       help: "Times a tenant used up its budget of refused frames (limits.refusedFramesPerSecond) and its frames were held back, by tenant",

@@ -1,4 +1,11 @@
 export {
+  type ConnectionRefusal,
+  FirstMessageDeadlines,
+  type GuardedConnection,
+  GuestGuard,
+  type GuestGuardLimits,
+} from "./core/guest-guard.js";
+export {
   Sender,
   type SenderEvent,
   type SenderOptions,
@@ -12,6 +19,11 @@ export {
   type SequencerOptions,
 } from "./core/sequencer.js";
 export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
-export { GuestService, type GuestServiceDeps } from "./guest-service.js";
+export {
+  type GuestRefusalInfo,
+  GuestService,
+  type GuestServiceDeps,
+  type GuestServiceRefusal,
+} from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";
