@@ -160,34 +160,10 @@ export class GuestService {
   /** Frames applied, replies sent and sessions opened (for what a primary would discard). */
   readonly applied = { frames: 0, acknowledged: 0, sessions: 0 };
 
-  /** Labelled metric children, looked up once per label set (the per-frame path is hot). */
-  private readonly counters;
-
   constructor(deps: GuestServiceDeps) {
     this.deps = deps;
     this.firstMessage =
       deps.openTimeoutMs !== undefined ? new FirstMessageDeadlines(deps.openTimeoutMs) : undefined;
-    const m = deps.metrics;
-    const memo = <K, V>(make: (key: K) => V) => {
-      const cache = new Map<K, V>();
-      return (key: K) => {
-        let v = cache.get(key);
-        if (v === undefined) {
-          v = make(key);
-          cache.set(key, v);
-        }
-        return v;
-      };
-    };
-    const calls = memo((key: string) => {
-      const [op, code] = key.split("/") as [string, string];
-      return m.calls.labels({ op, code });
-    });
-    this.counters = {
-      frame: memo((outcome: string) => m.frames.labels({ outcome })),
-      call: (op: string, code: ErrorCode) => calls(`${op}/${errorName(code)}`),
-      duration: memo((op: string) => m.callDuration.labels({ op })),
-    };
   }
 
   /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
@@ -665,7 +641,7 @@ export class GuestService {
       const wireFrame = frames[i++]!;
       const frame = decodeFrame(wireFrame);
       if (frame instanceof MalformedError) {
-        metrics.frames.inc({ outcome: "rejected" });
+        metrics.callStats.frame("rejected").count++;
         state.held.push({
           frame: session.lastFrame,
           seq: 0,
@@ -676,13 +652,14 @@ export class GuestService {
       }
       const started = process.hrtime.bigint();
       const { outcome, seq } = sequencer.applyFrame(session, frame);
-      this.counters.frame(outcome.kind).inc();
+      const stats = metrics.callStats;
+      stats.frame(outcome.kind).count++;
       if (outcome.kind === "applied") {
         this.applied.frames++;
         const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        this.counters.call(op, outcome.result.code).inc();
-        this.counters.duration(op).observe(seconds);
+        stats.call(op, errorName(outcome.result.code)).count++;
+        stats.duration(op).observe(seconds);
         if (frame.body.kind === "stores" && outcome.result.code === ErrorCode.OK) {
           metrics.mmioStores.inc(frame.body.batch.offsets.length);
         }
