@@ -121,7 +121,7 @@ function bandwidth(guest: Guest) {
 }
 
 /** Deterministic floats in [-1, 1) as bytes, for GEMM and stencil inputs. */
-function floats(count: number, seed: number): Uint8Array {
+export function floats(count: number, seed: number): Uint8Array {
   const values = new Float32Array(count);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < count; i++) {

@@ -6,6 +6,7 @@
 //   snapshot  a fresh standby catching up from 256 MiB and 1 GiB of buffers: rate, and the
 //             longest call a guest of the primary saw meanwhile
 //   raw       a plain Node TCP pump between two processes: the physical reference
+//   retain    the retained log's heap at its replication.retainBytes cap (in process)
 // and whether the pairs stayed pairs (lease lapses, promotions, step-downs in their logs).
 // BENCH_PHASES=modes,mmio,… runs a subset (written as replication-<phases>.json);
 // BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
@@ -19,12 +20,13 @@ import { leaseEventTally } from "./lease-events.js";
 import { rawTcp } from "./raw-tcp.js";
 import { MMIO_NOTE, measureMmioModes } from "./replication-mmio.js";
 import { MODES_NOTE, measureModes, modeMetrics } from "./replication-modes.js";
+import { measureRetain, RETAIN_NOTE, retainMetrics } from "./replication-retain.js";
 import { measureSnapshots, SNAPSHOT_NOTE, snapshotMetrics } from "./replication-snapshot.js";
 import { type Metric, publish } from "./report.js";
 
 const GiB = 2 ** 30;
 
-const PHASES = ["raw", "modes", "mmio", "snapshot"] as const;
+const PHASES = ["raw", "modes", "mmio", "snapshot", "retain"] as const;
 type Phase = (typeof PHASES)[number];
 
 const RAW_TCP_BYTES = GiB;
@@ -86,6 +88,16 @@ export async function runReplication(): Promise<void> {
     data.snapshot = snapshots;
   }
 
+  if (phases.has("retain")) {
+    console.log("retain: the retained log at its cap (in process)");
+    const retain = measureRetain();
+    console.log(
+      `  ${retain.heapMbAtCap.toFixed(0)} MiB heap for ${retain.budgetMb} MiB retainBytes`,
+    );
+    metrics.push(...retainMetrics(retain));
+    data.retain = retain;
+  }
+
   const leaseEvents = [...leaseEventTally()];
   // The mmio pairs run on a lease of their own (replication-mmio.ts): counted apart, in data.
   const onRunLease = leaseEvents.filter(([label]) => !label.startsWith("mmio-"));
@@ -144,6 +156,7 @@ function notes(loadBefore: number[], wallSeconds: number): string[] {
     MMIO_NOTE,
     SNAPSHOT_NOTE,
     RAW_TCP_NOTE,
+    RETAIN_NOTE,
     `whole run ${wallSeconds.toFixed(0)} s`,
     ...(leaseOverride()
       ? [`BENCH_LEASE_MS: every pair ran with lease ${JSON.stringify(leaseOverride())}`]

@@ -1,8 +1,9 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|all`.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|all`.
 // Each prints a table and writes bench/results/<name>.json.
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
+import { runHotPaths } from "./hot-paths.js";
 import { runReplication } from "./replication.js";
 
 const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
@@ -10,6 +11,7 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["guest", runGuest],
   ["replication", runReplication],
   ["failover", runFailover],
+  ["hot-paths", runHotPaths],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;

@@ -7,10 +7,12 @@ import {
   EMPTY_DELTA,
   type Entry,
   ErrorCode,
+  encodeEntryBatchUnpacked,
   encodeFrame,
   encodePrimaryMessage,
   encodeStandbyMessage,
   type PrimaryMessage,
+  packEntries,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -151,12 +153,29 @@ export const STRANGER_SEEDS: readonly Uint8Array[] = (
   ] satisfies PrimaryMessage[]
 ).map((m) => toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(m)));
 
-/** Entry batches of a primary (after its hello). */
+/** Entry batches of a primary (after its hello): packed, as primaries send them, and in the
+ * unpacked form a standby also takes. */
 export const ENTRY_SEEDS: readonly Uint8Array[] = [
-  { kind: "entries", epoch: 5, entries },
-  { kind: "entries", epoch: 5, entries: entries.slice(1, 3) },
-  { kind: "heartbeat", epoch: 5, sentUs: 5, lastSeq: 5, syncReplica: true },
-].map((m) => toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(m as PrimaryMessage)));
+  ...[
+    { kind: "entries", epoch: 5, entries },
+    { kind: "entries", epoch: 5, entries: entries.slice(1, 3) },
+    { kind: "heartbeat", epoch: 5, sentUs: 5, lastSeq: 5, syncReplica: true },
+  ].map((m) => toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(m as PrimaryMessage))),
+  toBinary(
+    wire.PrimaryMessageSchema,
+    create(wire.PrimaryMessageSchema, {
+      epoch: 5n,
+      kind: { case: "entries", value: encodeEntryBatchUnpacked(entries) },
+    }),
+  ),
+];
+
+/** Packed entry batches (EntryBatch.packed) alone, for the packed decoder. */
+export const PACKED_SEEDS: readonly Uint8Array[] = [
+  packEntries(entries),
+  packEntries(entries.slice(1, 3)),
+  packEntries([]),
+];
 
 export const STANDBY_SEEDS: readonly Uint8Array[] = (
   [

@@ -13,7 +13,9 @@ import {
   type Entry,
   ErrorCode,
   MalformedError,
+  packEntries,
   ReplicationLog,
+  unpackEntries,
   wire,
 } from "@vgpu-ha/common";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
@@ -27,6 +29,7 @@ import {
   FRAME_SEEDS,
   GUEST_SEEDS,
   guestFrames,
+  PACKED_SEEDS,
   STANDBY_SEEDS,
   STRANGER_SEEDS,
 } from "./corpus.js";
@@ -97,6 +100,23 @@ const replicationDecoders: FuzzTarget = {
         }
       },
     ) as unknown as Prop,
+};
+
+const packedEntriesDecoder: FuzzTarget = {
+  name: "packed-entries-decoder",
+  defaultRuns: 1000,
+  property: () =>
+    fc.property(hostileBytes(PACKED_SEEDS), (bytes) => {
+      const entries = unpackEntries(bytes); // never throws: entries or MALFORMED
+      if (entries instanceof MalformedError) return;
+      check(Array.isArray(entries), "unpackEntries gave neither entries nor MalformedError");
+      // What it accepted packs again to entries equal to it (nothing half-decoded).
+      const again = unpackEntries(packEntries(entries));
+      check(
+        !(again instanceof MalformedError) && again.length === entries.length,
+        "accepted entries do not pack again",
+      );
+    }) as unknown as Prop,
 };
 
 // ---- the guest service ----
@@ -508,6 +528,7 @@ const hostileTenantSequences: FuzzTarget = {
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   guestDecoder,
   replicationDecoders,
+  packedEntriesDecoder,
   strangerOnGuestPort,
   framesOnGuestPort,
   strangerOnReplicationPort,

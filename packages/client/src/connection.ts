@@ -1,23 +1,22 @@
 // One gRPC stream to one node for a session: open (or resume) it and wait for Opened.
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import {
-  certificateNames,
-  createClient,
-  ErrorCode,
-  type ServiceClient,
-  wire,
-} from "@vgpu-ha/common";
+import { certificateNames, ErrorCode, wire } from "@vgpu-ha/common";
+import { type PooledClient, pooledClient } from "./channel-pool.js";
 import { SessionClosedError, SessionExpiredError } from "./errors.js";
 
 export type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
 
 export interface Connection {
   readonly endpoint: string;
-  readonly client: ServiceClient<typeof wire.Guest>;
+  /** The session's place on a pooled HTTP/2 connection (channel-pool.ts). */
+  readonly pooled: PooledClient;
   readonly stream: Duplex;
   readonly opened: wire.Opened;
 }
+
+/** A stream refused because its connection is at the node's stream limit is retried this often. */
+const STREAM_LIMIT_RETRIES = 8;
 
 /** A SessionClosedError that names where to go instead (NOT_PRIMARY with a redirect). */
 export class RedirectError extends SessionClosedError {
@@ -78,27 +77,71 @@ export function guestChannel(tls: GuestTls | undefined): {
   };
 }
 
+export interface OpenRequest {
+  readonly tenant: string;
+  readonly token: string;
+  readonly resumeSessionId?: string;
+  /** The cluster id the guest expects; a node of another answers WRONG_CLUSTER. */
+  readonly clusterId?: string;
+}
+
+/**
+ * Opens (or resumes) a session on a pooled connection to `endpoint` and waits for Opened. A
+ * stream the node refuses because its connection is at guest.maxStreamsPerConnection is opened
+ * again on another connection (the pool learns the limit).
+ */
 export async function connect(
   endpoint: string,
-  open: { tenant: string; token: string; resumeSessionId?: string },
+  open: OpenRequest,
   maxMessageBytes: number,
   timeoutMs: number,
   keepaliveMs = 500,
   channel = guestChannel(undefined),
+  streamsPerConnection?: number,
 ): Promise<Connection> {
-  const client = createClient(wire.Guest, endpoint, channel.credentials, {
-    ...channel.options,
-    "grpc.max_receive_message_length": maxMessageBytes,
-    "grpc.max_send_message_length": maxMessageBytes,
-    // A node that stops answering HTTP/2 pings (paused, host frozen) ends the stream, so the
-    // session fails over instead of waiting on an open but silent connection.
-    "grpc.keepalive_time_ms": keepaliveMs,
-    "grpc.keepalive_timeout_ms": keepaliveMs,
-    "grpc.keepalive_permit_without_calls": 1,
-    "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.max_reconnect_backoff_ms": 1000,
-  });
-  const stream = client.session();
+  for (let attempt = 0; ; attempt++) {
+    const pooled = pooledClient(
+      endpoint,
+      channel.credentials,
+      {
+        ...channel.options,
+        "grpc.max_receive_message_length": maxMessageBytes,
+        "grpc.max_send_message_length": maxMessageBytes,
+        // A node that stops answering HTTP/2 pings (paused, host frozen) ends the stream, so the
+        // session fails over instead of waiting on an open but silent connection.
+        "grpc.keepalive_time_ms": keepaliveMs,
+        "grpc.keepalive_timeout_ms": keepaliveMs,
+        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.initial_reconnect_backoff_ms": 100,
+        "grpc.max_reconnect_backoff_ms": 1000,
+      },
+      streamsPerConnection,
+    );
+    try {
+      return await openOn(endpoint, pooled, open, timeoutMs);
+    } catch (e) {
+      if (!(e instanceof StreamLimitError) || attempt >= STREAM_LIMIT_RETRIES) throw e;
+      pooled.full(e.streamLimit);
+    }
+  }
+}
+
+/** LIMIT_EXCEEDED for a stream over the connection's stream limit (SessionError.stream_limit). */
+class StreamLimitError extends RedirectError {
+  readonly streamLimit: number;
+  constructor(message: string, streamLimit: number) {
+    super(ErrorCode.LIMIT_EXCEEDED, message, "");
+    this.streamLimit = streamLimit;
+  }
+}
+
+async function openOn(
+  endpoint: string,
+  pooled: PooledClient,
+  open: OpenRequest,
+  timeoutMs: number,
+): Promise<Connection> {
+  const stream = pooled.client.session();
   stream.write(create(wire.GuestMessageSchema, { kind: { case: "open", value: open } }));
   try {
     const opened = await new Promise<wire.Opened>((resolve, reject) => {
@@ -116,8 +159,12 @@ export async function connect(
         cleanup();
         if (m.kind.case === "opened") resolve(m.kind.value);
         else if (m.kind.case === "error") {
-          const { code, message, redirect } = m.kind.value;
-          reject(nodeError(code, `${endpoint}: ${message}`, redirect));
+          const { code, message, redirect, streamLimit } = m.kind.value;
+          reject(
+            code === ErrorCode.LIMIT_EXCEEDED && streamLimit > 0
+              ? new StreamLimitError(`${endpoint}: ${message}`, streamLimit)
+              : nodeError(code, `${endpoint}: ${message}`, redirect),
+          );
         } else reject(new SessionClosedError(ErrorCode.MALFORMED, `unexpected ${m.kind.case}`));
       };
       const onError = (e: Error) => {
@@ -135,17 +182,17 @@ export async function connect(
       stream.on("error", onError);
       stream.on("end", onEnd);
     });
-    return { endpoint, client, stream, opened };
+    return { endpoint, pooled, stream, opened };
   } catch (e) {
-    drop({ client, stream });
+    drop({ pooled, stream });
     throw e;
   }
 }
 
-/** Ends a connection without caring how. */
-export function drop(conn: { client: grpc.Client; stream: Duplex }): void {
+/** Ends a connection's stream without caring how, and gives back its place on the connection. */
+export function drop(conn: { pooled: PooledClient; stream: Duplex }): void {
   conn.stream.removeAllListeners("data");
   conn.stream.on("error", () => undefined); // the cancel reports CANCELLED; nobody listens
   conn.stream.cancel();
-  conn.client.close();
+  conn.pooled.release();
 }

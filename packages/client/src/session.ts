@@ -53,6 +53,17 @@ export interface SessionOptions {
   readonly retryMaxMs?: number;
   /** Ping interval (and timeout) that detects a node which stopped answering; default 500 ms. */
   readonly keepaliveMs?: number;
+  /**
+   * The cluster id of the pair (its nodes' clusterId): a node of another cluster answers
+   * WRONG_CLUSTER instead of serving (or UNAUTHENTICATED). Not checked when left out.
+   */
+  readonly clusterId?: string;
+  /**
+   * Sessions one HTTP/2 connection carries at most (the node's guest.maxStreamsPerConnection;
+   * default 64); more open further connections. A node with a lower limit says so, and the
+   * client adapts.
+   */
+  readonly maxStreamsPerConnection?: number;
 }
 
 /**
@@ -65,6 +76,7 @@ const FATAL = new Set<ErrorCode>([
   ErrorCode.SESSION_EXPIRED,
   ErrorCode.LIMIT_EXCEEDED,
   ErrorCode.MALFORMED,
+  ErrorCode.WRONG_CLUSTER,
 ]);
 
 export class Session {
@@ -122,11 +134,16 @@ export class Session {
       try {
         const conn = await connect(
           endpoint,
-          { tenant: options.tenant, token: options.token },
+          {
+            tenant: options.tenant,
+            token: options.token,
+            ...(options.clusterId !== undefined ? { clusterId: options.clusterId } : {}),
+          },
           options.maxMessageBytes ?? 64 * 1024 * 1024,
           options.connectTimeoutMs ?? 5000,
           options.keepaliveMs,
           channel,
+          options.maxStreamsPerConnection,
         );
         return new Session(conn, options, endpoints, channel);
       } catch (e) {
@@ -184,11 +201,17 @@ export class Session {
       try {
         const conn = await connect(
           endpoint,
-          { tenant: this.options.tenant, token: this.options.token, resumeSessionId: this.id },
+          {
+            tenant: this.options.tenant,
+            token: this.options.token,
+            resumeSessionId: this.id,
+            ...(this.options.clusterId !== undefined ? { clusterId: this.options.clusterId } : {}),
+          },
           this.options.maxMessageBytes ?? 64 * 1024 * 1024,
           this.options.connectTimeoutMs ?? 1000,
           this.options.keepaliveMs,
           this.channel,
+          this.options.maxStreamsPerConnection,
         );
         if (this.resume(conn)) return;
         drop(conn);

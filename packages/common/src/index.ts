@@ -1,3 +1,4 @@
+export * from "./call-stats.js";
 export * from "./calls.js";
 export * from "./clock.js";
 export * from "./config/host-checks.js";
@@ -25,5 +26,6 @@ export * from "./tls/peer-credentials.js";
 export * from "./tls/tls-files.js";
 export * from "./transport/link.js";
 export * from "./wire/call-codec.js";
+export * from "./wire/entry-pack.js";
 export * as wire from "./wire/messages.js";
 export * from "./wire/replication-codec.js";

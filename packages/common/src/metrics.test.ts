@@ -59,8 +59,8 @@ describe("metrics", () => {
 
   it("never labels by session, handle or another unbounded value", async () => {
     const { m } = await exposed();
-    m.calls.inc({ op: "launch", code: "OK" });
-    m.callDuration.observe({ op: "launch" }, 0.001);
+    m.callStats.call("launch", "OK").count++;
+    m.callStats.duration("launch").observe(0.001);
     const json = await m.registry.getMetricsAsJSON();
     const labels = new Set(
       json.flatMap((x) => x.values.flatMap((v) => Object.keys(v.labels as object))),

@@ -2,6 +2,7 @@
 // run several nodes in one process). Prometheus conventions: vgpu_ prefix, base units, _total
 // counters, _seconds histograms, bounded labels (never a session id or a handle).
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { CallStats, registerCallMetrics } from "./call-stats.js";
 
 /** What the gauges read at scrape time. */
 export interface NodeGauges {
@@ -190,30 +191,15 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     },
   );
 
+  const callStats = new CallStats();
+  registerCallMetrics(callStats, registry);
   return {
     registry,
-    calls: new Counter({
-      name: "vgpu_calls_total",
-      help: "Paravirtual calls executed, by operation and result code",
-      labelNames: ["op", "code"],
-      registers,
-    }),
-    callDuration: new Histogram({
-      name: "vgpu_call_duration_seconds",
-      help: "Time to execute one paravirtual call on this node",
-      labelNames: ["op"],
-      buckets: [1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3, 1e-2, 5e-2, 0.25, 1],
-      registers,
-    }),
+    /** vgpu_frames_total, vgpu_calls_total and vgpu_call_duration_seconds, in plain numbers. */
+    callStats,
     mmioStores: new Counter({
       name: "vgpu_mmio_stores_total",
       help: "MMIO stores trapped and applied",
-      registers,
-    }),
-    frames: new Counter({
-      name: "vgpu_frames_total",
-      help: "Guest frames by outcome (applied, duplicate, rejected)",
-      labelNames: ["outcome"],
       registers,
     }),
     sessionsOpened: new Counter({
@@ -348,6 +334,12 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       name: "vgpu_sessions_closed_by_operator_total",
       help: "Guest sessions closed through the ops API (POST /v1/sessions/ID/close), by tenant",
       labelNames: ["tenant"],
+      registers,
+    }),
+    guestRefusals: new Counter({
+      name: "vgpu_guest_refusals_total",
+      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster)",
+      labelNames: ["reason"],
       registers,
     }),
     refusalThrottles: new Counter({

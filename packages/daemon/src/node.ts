@@ -35,8 +35,10 @@ import {
   type TlsFiles,
   wire,
 } from "@vgpu-ha/common";
+import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
+import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { LeaseThread } from "./lease/lease-thread.js";
 import { buildOpsApp } from "./ops/ops-app.js";
@@ -87,6 +89,8 @@ export class VgpuNode implements Supervisor {
   private readonly tls: TlsFiles | undefined;
   /** How this node dials its peer: mutual TLS naming peer.name, or plaintext. */
   private readonly peer: PeerChannel;
+  /** Counts and logs (rate-limited) what the guest port's defences refuse. */
+  private readonly guestRefused: GuestRefusalSink;
   /** Peer mode: the standby's look for a primary (see watchForPrimary). */
   private primaryWatch: NodeJS.Timeout | undefined;
   /** Peer mode: heartbeats on a thread of their own (lease/lease-thread.ts). */
@@ -128,6 +132,11 @@ export class VgpuNode implements Supervisor {
         resync: this.resync(),
       }),
     });
+    this.guestRefused = guestRefusalReporter(
+      { warn: (fields, msg) => this.log.warn(fields, msg) },
+      (reason) => this.metrics.guestRefusals.inc({ reason }),
+      () => clock.monotonicMs(),
+    );
     this.refusals = replicationRefusals(this.metrics, () => this.log);
     // Until start() decides, the node is a standby that serves nobody.
     this.role = new StandbyRole(this.roleDeps());
@@ -189,6 +198,7 @@ export class VgpuNode implements Supervisor {
       supervisor: this,
       arbiter: this.arbiter,
       peerChannel: this.peer,
+      guestRefused: this.guestRefused,
       refusals: this.refusals,
       // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
       leaseThread: this.config.lease.mode === "peer" ? this.leaseThread : undefined,
@@ -210,9 +220,21 @@ export class VgpuNode implements Supervisor {
       startGrpcServer(
         config.guest.listen,
         config.guest.maxMessageBytes,
-        guestService({ session: (stream) => this.role.serveGuest(stream) }),
+        guestService({
+          session: withStreamLimit(
+            config.guest.maxStreamsPerConnection,
+            (peer) => this.guestServer?.streamsOf(peer) ?? 0,
+            this.guestRefused,
+            (stream) => this.role.serveGuest(stream),
+          ),
+        }),
         {
           maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+          guard: {
+            guard: new GuestGuard(config.guest),
+            nowMs: () => this.clock.monotonicMs(),
+            onRefused: this.guestRefused,
+          },
           ...(this.tls && config.guest.tls !== "off"
             ? {
                 tls: {

@@ -5,13 +5,21 @@
 // are SERVING only while the node's role serves that port — the guest port on a primary or a
 // standalone node, the replication port on a standby — and NOT_SERVING otherwise (while the
 // node starts, on the other role, and once it stops). The node sets them on each role change.
+
+import type { Http2Server } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
-import { addService, type ServiceHandlers, wire } from "@vgpu-ha/common";
+import { addService, invariant, type ServiceHandlers, wire } from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
-import { listenTls, type TlsListener, type TlsPortOptions } from "./tls-listener.js";
+import { type GuestListenerOptions, listenGuest } from "./guest-listener.js";
+import { listenTls, type TlsPortOptions } from "./tls-listener.js";
 
 export interface GrpcServer {
   readonly port: number;
+  /**
+   * Open HTTP/2 streams of the connection a call came on (its getPeer()); ports with a guard
+   * only (0 otherwise).
+   */
+  streamsOf(peer: string): number;
   /** The health service's answer for this port's service and for "" (the whole server). */
   setServing(serving: boolean): void;
   stop(graceMs: number): Promise<void>;
@@ -23,13 +31,30 @@ export interface ServiceRegistrar {
   readonly serviceName: string;
 }
 
-/** What a port may add: a bound on streams per connection, TLS (tls-listener.ts). */
+/**
+ * What a port may add: a bound on streams per connection, TLS (tls-listener.ts), the guest
+ * listener's defences (guest-listener.ts).
+ */
 export interface PortOptions {
-  /** HTTP/2 streams (sessions) one connection may have open at once. */
+  /**
+   * HTTP/2 streams (sessions) one connection may have open at once. With a guard, HTTP/2
+   * advertises STREAM_LIMIT_MARGIN more, so that a stream over the limit reaches the node and
+   * is answered with the limit (the caller checks streamsOf) instead of waiting in the client's
+   * queue, or being refused by HTTP/2 (which ends a connection after 100 refusals).
+   */
   readonly maxStreamsPerConnection?: number;
   /** Serve TLS with these files and rules instead of plaintext. */
   readonly tls?: TlsPortOptions;
+  /** Terminate TCP in the node's own listener and apply the guest defences. */
+  readonly guard?: Omit<GuestListenerOptions, "tls">;
 }
+
+/**
+ * Streams HTTP/2 lets a guarded connection open above the node's limit. A client that sends
+ * its first streams before it has the node's SETTINGS (the client library puts up to 64 on a
+ * new connection) must not meet HTTP/2's own refusal, only the node's answer naming the limit.
+ */
+const STREAM_LIMIT_MARGIN = 128;
 
 export async function startGrpcServer(
   listen: string,
@@ -40,8 +65,14 @@ export async function startGrpcServer(
   const server = new grpc.Server({
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
+    // Nothing reads channelz, and its bookkeeping was a visible part of each new stream's cost.
+    "grpc.enable_channelz": 0,
     ...(options.maxStreamsPerConnection !== undefined
-      ? { "grpc.max_concurrent_streams": options.maxStreamsPerConnection }
+      ? {
+          "grpc.max_concurrent_streams":
+            options.maxStreamsPerConnection +
+            (options.guard !== undefined ? STREAM_LIMIT_MARGIN : 0),
+        }
       : {}),
   });
   register(server);
@@ -55,27 +86,34 @@ export async function startGrpcServer(
     health.setStatus("", status);
     health.setStatus(register.serviceName, status);
   };
-  let tls: TlsListener | undefined;
-  let port: number;
-  if (options.tls) {
+  let front: { port: number; close(): void; streamsOf?(peer: string): number } | undefined;
+  if (options.guard) {
+    // TCP (and TLS) end in our listener, which counts and refuses; gRPC gets the stream.
+    const { injector, http2 } = injectorWithServer(server);
+    front = await listenGuest(listen, injector, http2, {
+      ...options.guard,
+      ...(options.tls ? { tls: options.tls } : {}),
+    });
+  } else if (options.tls) {
     // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
     const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    tls = await listenTls(listen, injector, options.tls);
-    port = tls.port;
-  } else {
-    port = await new Promise<number>((resolve, reject) =>
+    front = await listenTls(listen, injector, options.tls);
+  }
+  const port =
+    front?.port ??
+    (await new Promise<number>((resolve, reject) =>
       server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (e, p) =>
         e ? reject(e) : resolve(p),
       ),
-    );
-  }
+    ));
   return {
     port,
+    streamsOf: (peer) => front?.streamsOf?.(peer) ?? 0,
     setServing,
     stop: (graceMs) =>
       new Promise<void>((resolve) => {
         setServing(false);
-        tls?.close();
+        front?.close();
         const force = setTimeout(() => {
           server.forceShutdown();
           resolve();
@@ -99,3 +137,21 @@ export const replicationService = (
   Object.assign((s: grpc.Server) => addService(s, wire.Replication, handlers), {
     serviceName: wire.Replication.typeName,
   });
+
+/**
+ * A connection injector and the HTTP/2 server behind it, whose "session" events let the guest
+ * listener watch each connection's streams. grpc-js keeps that server in a private map (as of
+ * 1.14); if a release moves it, the node refuses to start rather than run without defences.
+ */
+function injectorWithServer(server: grpc.Server): {
+  injector: grpc.ConnectionInjector;
+  http2: Http2Server;
+} {
+  const servers = (server as unknown as { http2Servers?: Map<Http2Server, unknown> }).http2Servers;
+  invariant(servers instanceof Map, "grpc-js: Server.http2Servers not found");
+  const before = new Set(servers.keys());
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const added = [...servers.keys()].filter((s) => !before.has(s));
+  invariant(added.length === 1, "grpc-js: the connection injector's HTTP/2 server not found");
+  return { injector, http2: added[0]! };
+}

@@ -6,9 +6,10 @@
 // server (its connection injector), where handlers can read the verified certificate
 // (call.getAuthContext()).
 
-import { createServer, type TLSSocket } from "node:tls";
+import { createServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import type * as grpc from "@grpc/grpc-js";
 import { certificateNames, type TlsFiles } from "@vgpu-ha/common";
+import { listenOn } from "./listen-on.js";
 import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 
 export type TlsRefusalReason = "handshake" | "certificate" | "identity";
@@ -36,6 +37,19 @@ export async function listenTls(
   injector: grpc.ConnectionInjector,
   options: TlsPortOptions,
 ): Promise<TlsListener> {
+  const server = createTlsServer(options, (socket) => injector.injectConnection(socket));
+  const port = await listenOn(server, listen);
+  return { port, close: () => server.close() };
+}
+
+/**
+ * A TLS server that refuses (and reports) a client whose certificate is not acceptable and
+ * hands each accepted connection to `accepted`; it does not listen yet.
+ */
+export function createTlsServer(
+  options: TlsPortOptions,
+  accepted: (socket: TLSSocket) => void,
+): TlsServer {
   const { files, peerName, onRefused } = options;
   const server = createServer({
     ca: files.ca,
@@ -72,23 +86,9 @@ export async function listenTls(
         return;
       }
     }
-    injector.injectConnection(socket);
+    accepted(socket);
   });
-  const i = listen.lastIndexOf(":");
-  const host = listen.slice(0, i).replace(/^\[(.*)\]$/, "$1");
-  const port = Number(listen.slice(i + 1));
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  return {
-    port: typeof address === "object" && address !== null ? address.port : port,
-    close: () => server.close(),
-  };
+  return server;
 }
 
 /**

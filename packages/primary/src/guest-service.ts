@@ -26,6 +26,7 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
+import { FirstMessageDeadlines } from "./core/guest-guard.js";
 import type { IdleSessions } from "./core/idle-sessions.js";
 import type { Sequencer } from "./core/sequencer.js";
 import type { SessionAdmission } from "./core/session-admission.js";
@@ -68,6 +69,21 @@ export interface GuestServiceDeps {
   readonly afterApply?: () => void;
   /** Where guests should go instead, for NOT_PRIMARY. */
   readonly redirect?: () => string;
+  /** This node's cluster id: an Open naming another one is answered WRONG_CLUSTER. */
+  readonly clusterId?: string;
+  /** A stream that sends no first message for this long is closed; none: never. */
+  readonly openTimeoutMs?: number;
+  /** Told of each guest refused for an open timeout, failed authentication or wrong cluster. */
+  readonly onRefused?: (reason: GuestServiceRefusal, refusal: GuestRefusalInfo) => void;
+}
+
+export type GuestServiceRefusal = "open_timeout" | "auth" | "wrong_cluster";
+
+export interface GuestRefusalInfo {
+  /** ip:port of the guest's connection. */
+  readonly remote: string;
+  /** The tenant name as the guest gave it. */
+  readonly tenant?: string;
 }
 
 /**
@@ -83,6 +99,8 @@ const QUEUE_PAUSE = 32;
 const QUEUE_RESUME = 8;
 /** A tenant out of refusal budget waits until it has this long's worth of it again. */
 const REFILL_BATCH_MS = 50;
+/** Longest tenant name a refusal reports (the name is the guest's, unchecked). */
+const REPORTED_TENANT_CHARS = 128;
 /** The fair-queue key of streams whose session is not open yet. */
 const UNOPENED = "";
 
@@ -134,6 +152,9 @@ export class GuestService {
   /** Streams of tenants out of refusal budget, waiting for it to refill. */
   private readonly parked = new Map<string, StreamState[]>();
   private parkTimer: NodeJS.Timeout | undefined;
+  /** Streams that have sent nothing yet, closed after deps.openTimeoutMs. */
+  private readonly firstMessage: FirstMessageDeadlines<StreamState> | undefined;
+  private openTimer: NodeJS.Timeout | undefined;
 
   /** Highest frame acknowledged to a guest, by seq: for status (acknowledged seq). */
   ackedSeq = 0;
@@ -142,32 +163,10 @@ export class GuestService {
   /** Frames applied, replies sent and sessions opened (for what a primary would discard). */
   readonly applied = { frames: 0, acknowledged: 0, sessions: 0 };
 
-  /** Labelled metric children, looked up once per label set (the per-frame path is hot). */
-  private readonly counters;
-
   constructor(deps: GuestServiceDeps) {
     this.deps = deps;
-    const m = deps.metrics;
-    const memo = <K, V>(make: (key: K) => V) => {
-      const cache = new Map<K, V>();
-      return (key: K) => {
-        let v = cache.get(key);
-        if (v === undefined) {
-          v = make(key);
-          cache.set(key, v);
-        }
-        return v;
-      };
-    };
-    const calls = memo((key: string) => {
-      const [op, code] = key.split("/") as [string, string];
-      return m.calls.labels({ op, code });
-    });
-    this.counters = {
-      frame: memo((outcome: string) => m.frames.labels({ outcome })),
-      call: (op: string, code: ErrorCode) => calls(`${op}/${errorName(code)}`),
-      duration: memo((op: string) => m.callDuration.labels({ op })),
-    };
+    this.firstMessage =
+      deps.openTimeoutMs !== undefined ? new FirstMessageDeadlines(deps.openTimeoutMs) : undefined;
   }
 
   /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
@@ -228,6 +227,9 @@ export class GuestService {
     this.parked.clear();
     clearTimeout(this.parkTimer);
     this.parkTimer = undefined;
+    this.firstMessage?.expired(Number.POSITIVE_INFINITY);
+    clearTimeout(this.openTimer);
+    this.openTimer = undefined;
   }
 
   /** Serves one guest stream. */
@@ -246,6 +248,10 @@ export class GuestService {
       ended: false,
     };
     this.states.add(state);
+    if (this.firstMessage) {
+      this.firstMessage.add(state, this.now());
+      this.armOpenTimer();
+    }
     stream.on("data", (message: wire.GuestMessage) => this.receive(state, message));
     // A stream handed over paused (parked during a promotion) flows once this service may read.
     this.updateFlow(state);
@@ -270,6 +276,7 @@ export class GuestService {
    */
   private receive(state: StreamState, message: wire.GuestMessage): void {
     if (!this.states.has(state)) return;
+    this.firstMessage?.remove(state);
     if (message.kind.case === "frames") {
       const n = message.kind.value.frames.length;
       const unanswered = state.held.length + state.queuedFrames + n;
@@ -482,6 +489,7 @@ export class GuestService {
 
   private forget(state: StreamState): void {
     this.states.delete(state);
+    this.firstMessage?.remove(state);
     state.queue.length = 0;
     state.queuedFrames = 0;
     const id = state.session?.id;
@@ -548,9 +556,55 @@ export class GuestService {
     return byTenant;
   }
 
+  /** Wakes when the oldest stream without a first message is due. */
+  private armOpenTimer(): void {
+    const due = this.firstMessage?.nextDueMs();
+    if (this.openTimer !== undefined || due === undefined) return;
+    this.openTimer = setTimeout(
+      () => {
+        this.openTimer = undefined;
+        this.closeSilent();
+      },
+      Math.max(1, Math.ceil(due - this.now())),
+    );
+  }
+
+  /** Ends every stream that sent nothing within the open timeout. */
+  private closeSilent(): void {
+    const timeoutMs = this.firstMessage?.timeoutMs;
+    for (const state of this.firstMessage?.expired(this.now()) ?? []) {
+      this.refused("open_timeout", state);
+      this.sessionError(
+        state,
+        ErrorCode.LIMIT_EXCEEDED,
+        `no Open within ${timeoutMs} ms (guest.openTimeoutMs)`,
+      );
+    }
+    this.armOpenTimer();
+  }
+
+  private refused(reason: GuestServiceRefusal, state: StreamState, tenant?: string): void {
+    if (this.deps.onRefused === undefined) return;
+    this.deps.onRefused(reason, {
+      remote: state.stream.getPeer(),
+      ...(tenant !== undefined ? { tenant: tenant.slice(0, REPORTED_TENANT_CHARS) } : {}),
+    });
+  }
+
   private open(state: StreamState, open: wire.Open): void {
-    const { sequencer, auth, metrics } = this.deps;
+    const { sequencer, auth, metrics, clusterId } = this.deps;
+    // Before the credentials: a guest of another cluster must hear so, not UNAUTHENTICATED.
+    if (open.clusterId !== "" && clusterId !== undefined && open.clusterId !== clusterId) {
+      this.refused("wrong_cluster", state, open.tenant);
+      this.sessionError(
+        state,
+        ErrorCode.WRONG_CLUSTER,
+        `this node is not of cluster ${open.clusterId.slice(0, REPORTED_TENANT_CHARS)}`,
+      );
+      return;
+    }
     if (!auth.check(open.tenant, open.token, state.certificateNames)) {
+      this.refused("auth", state, open.tenant);
       this.sessionError(state, ErrorCode.UNAUTHENTICATED, "unknown tenant or wrong token");
       return;
     }
@@ -657,7 +711,7 @@ export class GuestService {
       const wireFrame = frames[i++]!;
       const frame = decodeFrame(wireFrame);
       if (frame instanceof MalformedError) {
-        metrics.frames.inc({ outcome: "rejected" });
+        metrics.callStats.frame("rejected").count++;
         state.held.push({
           frame: session.lastFrame,
           seq: 0,
@@ -668,13 +722,14 @@ export class GuestService {
       }
       const started = process.hrtime.bigint();
       const { outcome, seq } = sequencer.applyFrame(session, frame);
-      this.counters.frame(outcome.kind).inc();
+      const stats = metrics.callStats;
+      stats.frame(outcome.kind).count++;
       if (outcome.kind === "applied") {
         this.applied.frames++;
         const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        this.counters.call(op, outcome.result.code).inc();
-        this.counters.duration(op).observe(seconds);
+        stats.call(op, errorName(outcome.result.code)).count++;
+        stats.duration(op).observe(seconds);
         if (frame.body.kind === "stores" && outcome.result.code === ErrorCode.OK) {
           metrics.mmioStores.inc(frame.body.batch.offsets.length);
         }

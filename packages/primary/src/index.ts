@@ -1,3 +1,10 @@
+export {
+  type ConnectionRefusal,
+  FirstMessageDeadlines,
+  type GuardedConnection,
+  GuestGuard,
+  type GuestGuardLimits,
+} from "./core/guest-guard.js";
 export { IdleSessions, type SessionActivity } from "./core/idle-sessions.js";
 export {
   Sender,
@@ -13,7 +20,12 @@ export {
   type SequencerOptions,
 } from "./core/sequencer.js";
 export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
-export { GuestService, type GuestServiceDeps } from "./guest-service.js";
+export {
+  type GuestRefusalInfo,
+  GuestService,
+  type GuestServiceDeps,
+  type GuestServiceRefusal,
+} from "./guest-service.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { listSessions } from "./session-list.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";

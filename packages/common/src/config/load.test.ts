@@ -79,6 +79,11 @@ describe("config", () => {
       /limits\.maxSessionsPerTenant: must be at most limits\.maxSessionsTotal/,
     ],
     [{ limits: { sessionOpensPerSecond: 0 } }, /limits\.sessionOpensPerSecond = 0/],
+    [
+      { guest: { maxStreamsPerConnection: 100, newStreamBurstPerConnection: 50 } },
+      /guest\.newStreamBurstPerConnection: must be at least guest\.maxStreamsPerConnection/,
+    ],
+    [{ guest: { openTimeoutMs: 5 } }, /guest\.openTimeoutMs = 5/],
     // Checked at start, not found at bind (#12).
     [
       { guest: { listen: "127.0.0.1:65536" } },

@@ -82,6 +82,29 @@ export const ConfigSchema = z
          * log, so the standby frees the same), freeing its contexts, buffers and quota. 0: never.
          */
         sessionIdleSeconds: count(0, 31_536_000).default(600),
+        /**
+         * Connections one source address may hold open at once; more are closed at accept
+         * (loopback guests are all one source).
+         */
+        maxConnectionsPerSource: count(1, 1_000_000).default(64),
+        /**
+         * New HTTP/2 streams a connection may open per second, on average (a token bucket)...
+         * Past it the connection is closed (GOAWAY ENHANCE_YOUR_CALM) and its source penalised.
+         */
+        maxNewStreamsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(1000),
+        /** ...and at most this many at once (the bucket's size). */
+        newStreamBurstPerConnection: count(1, 1_000_000).default(2000),
+        /**
+         * Streams a connection resets within 1 s of opening them, per second on average
+         * (HTTP/2 rapid reset); past it, as past the new-stream rate.
+         */
+        maxEarlyResetsPerConnectionPerSecond: z.number().min(1).max(1_000_000).default(50),
+        /** ...and at most this many at once. */
+        earlyResetBurstPerConnection: count(1, 1_000_000).default(200),
+        /** How long a penalised source's new connections are closed at once. */
+        abusePenaltyMs: ms(0, 3_600_000).default(30_000),
+        /** A stream that sends no first message (Open) for this long is closed. */
+        openTimeoutMs: ms(100, 600_000).default(10_000),
       })
       .prefault({}),
     ops: z
@@ -329,6 +352,11 @@ export const ConfigSchema = z
   .refine((c) => c.guest.tls === "off" || c.tls !== undefined, {
     message: "guest.tls needs the tls section (ca, cert, key)",
     path: ["guest", "tls"],
+  })
+  .refine((c) => c.guest.newStreamBurstPerConnection >= c.guest.maxStreamsPerConnection, {
+    message:
+      "must be at least guest.maxStreamsPerConnection (a guest resuming all its sessions at once opens that many)",
+    path: ["guest", "newStreamBurstPerConnection"],
   })
   .refine((c) => c.limits.maxSessionsPerTenant <= c.limits.maxSessionsTotal, {
     message: "must be at most limits.maxSessionsTotal",

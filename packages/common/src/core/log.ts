@@ -1,14 +1,19 @@
 // The primary's replication log: one total order over every session's state changes, seq
 // gapless from 1. Entries stay until the standby has applied them; applied entries are kept
 // up to `retainBytes` more so a standby that reconnects can resume instead of re-snapshotting.
+// Retention counts what entries cost in heap (entryHeapBytes), not their wire bytes: a small
+// entry takes ~100 B on the wire and ~460 B of heap, so counting wire bytes let 64 MiB of
+// retainBytes hold ~500 MiB of heap.
 import { invariant } from "../errors.js";
-import { type Entry, type EntryBody, entryBytes } from "./entries.js";
+import { type Entry, type EntryBody, entryBytes, entryHeapBytes } from "./entries.js";
 
 interface Stored {
   readonly entry: Entry;
   readonly bytes: number;
   /** Bytes of every entry appended up to and including this one. */
   readonly cumBytes: number;
+  /** entryHeapBytes of every entry appended up to and including this one. */
+  readonly cumHeapBytes: number;
   readonly appendedMs: number;
 }
 
@@ -18,8 +23,11 @@ export class ReplicationLog {
   private last: number;
   private bytesHeld = 0;
   private cumBytes = 0;
+  private cumHeapBytes = 0;
   /** cumBytes of the newest dropped entry. */
   private droppedCumBytes = 0;
+  /** cumHeapBytes of the newest dropped entry. */
+  private droppedCumHeapBytes = 0;
 
   /** A log that continues after `lastSeq` (0 for a new cluster). */
   constructor(lastSeq = 0) {
@@ -48,7 +56,14 @@ export class ReplicationLog {
     const entry: Entry = { seq: this.last + 1, body };
     const bytes = entryBytes(body);
     this.cumBytes += bytes;
-    this.stored.push({ entry, bytes, cumBytes: this.cumBytes, appendedMs: nowMs });
+    this.cumHeapBytes += entryHeapBytes(body);
+    this.stored.push({
+      entry,
+      bytes,
+      cumBytes: this.cumBytes,
+      cumHeapBytes: this.cumHeapBytes,
+      appendedMs: nowMs,
+    });
     this.last = entry.seq;
     this.bytesHeld += bytes;
     return entry;
@@ -99,22 +114,30 @@ export class ReplicationLog {
 
   /**
    * Drops entries up to `seq` (applied by the standby, or of no use to anyone) while more
-   * than `retainBytes` of them would stay.
+   * than `retainBytes` of heap (entryHeapBytes) would stay in them.
    */
   release(seq: number, retainBytes: number): void {
     const limit = Math.min(seq, this.last);
-    let keptApplied = this.cumAt(limit) - this.droppedCumBytes;
+    let keptApplied = this.cumHeapAt(limit) - this.droppedCumHeapBytes;
     while (keptApplied > retainBytes && this.head < this.stored.length) {
       const s = this.stored[this.head]!;
       if (s.entry.seq > limit) break;
       this.head++;
-      keptApplied -= s.bytes;
+      keptApplied -= s.cumHeapBytes - this.droppedCumHeapBytes;
       this.bytesHeld -= s.bytes;
       this.droppedCumBytes = s.cumBytes;
+      this.droppedCumHeapBytes = s.cumHeapBytes;
     }
     if (this.head > 4096 && this.head * 2 > this.stored.length) {
       this.stored = this.stored.slice(this.head);
       this.head = 0;
     }
+  }
+
+  private cumHeapAt(seq: number): number {
+    const first = this.firstRetainedSeq;
+    if (seq < first) return this.droppedCumHeapBytes;
+    if (seq > this.last) return this.cumHeapBytes;
+    return this.stored[this.head + (seq - first)]!.cumHeapBytes;
   }
 }

@@ -65,6 +65,7 @@ import {
   type CallEntry as WireCallEntry,
   type CheckpointResult as WireCheckpointResult,
   type Entry as WireEntry,
+  type EntryBatch as WireEntryBatch,
   type Extent as WireExtent,
   type FrameRecord as WireFrameRecord,
   type HandleDelta as WireHandleDelta,
@@ -91,6 +92,7 @@ import {
   MalformedError,
   toSafe,
 } from "./call-codec.js";
+import { packEntries, unpackEntries } from "./entry-pack.js";
 
 // The leaf decoders throw MalformedError (as toSafe does); the two public decoders catch it.
 const malformed = (message: string): never => {
@@ -145,7 +147,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
     case "entries":
       return {
         case: "entries",
-        value: create(EntryBatchSchema, { entries: m.entries.map(encodeEntry) }),
+        value: create(EntryBatchSchema, { packed: packEntries(m.entries) }),
       };
     case "snapshot":
       return { case: "snapshot", value: encodeChunk(m.chunk) };
@@ -165,6 +167,14 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
         value: create(HandoverSchema, { lastSeq: BigInt(m.lastSeq), digest: m.digest }),
       };
   }
+}
+
+/**
+ * A batch in the unpacked form (repeated Entry), which a standby also takes. Primaries send
+ * packed batches; this form is the reference the packed one is tested against.
+ */
+export function encodeEntryBatchUnpacked(entries: readonly Entry[]): WireEntryBatch {
+  return create(EntryBatchSchema, { entries: entries.map(encodeEntry) });
 }
 
 function encodeEntry(entry: Entry): WireEntry {
@@ -340,7 +350,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         ...leaseKeyOf(k.value.leaseKey),
       };
     case "entries":
-      return { kind: "entries", epoch, entries: k.value.entries.map((e) => decodeEntry(e)) };
+      return { kind: "entries", epoch, entries: decodeEntryBatch(k.value) };
     case "snapshot":
       return { kind: "snapshot", epoch, chunk: decodeChunk(k.value) };
     case "heartbeat":
@@ -362,6 +372,15 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
     default:
       return malformed("primary message has no kind");
   }
+}
+
+/** `packed` (what a primary sends) or `entries`, never both. */
+function decodeEntryBatch(w: WireEntryBatch): Entry[] {
+  if (w.packed.length === 0) return w.entries.map((e) => decodeEntry(e));
+  if (w.entries.length > 0) return malformed("entry batch both packed and not");
+  const entries = unpackEntries(w.packed);
+  if (entries instanceof MalformedError) throw entries;
+  return entries;
 }
 
 function decodeEntry(w: WireEntry): Entry {

@@ -201,6 +201,9 @@ export class PrimaryRole implements Role {
       replicatedSeq: () => this.releasableSeq(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => config.peer.guestAddress ?? "",
+      clusterId: config.clusterId,
+      openTimeoutMs: config.guest.openTimeoutMs,
+      ...(deps.guestRefused ? { onRefused: deps.guestRefused } : {}),
     });
   }
 

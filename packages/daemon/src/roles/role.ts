@@ -13,6 +13,7 @@ import type {
 } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
+import type { GuestRefusalSink } from "../guest-listener.js";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import type { LeaseThread } from "../lease/lease-thread.js";
 import type { Readiness } from "../ops/ops-app.js";
@@ -70,6 +71,8 @@ export interface RoleDeps {
   readonly arbiter: EtcdArbiter | undefined;
   /** How to dial the peer's replication port (mutual TLS when tls is configured). */
   readonly peerChannel?: PeerChannel;
+  /** Counts and logs a guest refused by the guest service (open timeout, auth, cluster). */
+  readonly guestRefused?: GuestRefusalSink;
   /** Where replication peers that are not ours are counted and logged. */
   readonly refusals: ReplicationRefusals;
   /** Peer mode: the lease thread (heartbeats beside the main loop); undefined when off. */

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file vgpu/v1/guest.proto.
  */
 export const file_vgpu_v1_guest: GenFile = /*@__PURE__*/
-  fileDesc("ChN2Z3B1L3YxL2d1ZXN0LnByb3RvEgd2Z3B1LnYxInkKDEd1ZXN0TWVzc2FnZRIdCgRvcGVuGAEgASgLMg0udmdwdS52MS5PcGVuSAASIQoGZnJhbWVzGAIgASgLMg8udmdwdS52MS5GcmFtZXNIABIfCgVjbG9zZRgDIAEoCzIOLnZncHUudjEuQ2xvc2VIAEIGCgRraW5kIkAKBE9wZW4SDgoGdGVuYW50GAEgASgJEg0KBXRva2VuGAIgASgJEhkKEXJlc3VtZV9zZXNzaW9uX2lkGAMgASgJIgcKBUNsb3NlIigKBkZyYW1lcxIeCgZmcmFtZXMYASADKAsyDi52Z3B1LnYxLkZyYW1lImUKBUZyYW1lEg4KBm51bWJlchgBIAEoBBIdCgRjYWxsGAIgASgLMg0udmdwdS52MS5DYWxsSAASJQoGc3RvcmVzGAMgASgLMhMudmdwdS52MS5TdG9yZUJhdGNoSABCBgoEYm9keSKiAQoLTm9kZU1lc3NhZ2USIQoGb3BlbmVkGAEgASgLMg8udmdwdS52MS5PcGVuZWRIABIdCgRhY2tzGAIgASgLMg0udmdwdS52MS5BY2tzSAASJgoFZXJyb3IYAyABKAsyFS52Z3B1LnYxLlNlc3Npb25FcnJvckgAEiEKBmNsb3NlZBgEIAEoCzIPLnZncHUudjEuQ2xvc2VkSABCBgoEa2luZCJQCgZPcGVuZWQSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVlcG9jaBgCIAEoBBISCgpsYXN0X2ZyYW1lGAMgASgEEg8KB25vZGVfaWQYBCABKAkiUwoEQWNrcxINCgVlcG9jaBgBIAEoBBIVCg1hY2tlZF90aHJvdWdoGAIgASgEEiUKB3Jlc3VsdHMYAyADKAsyFC52Z3B1LnYxLkZyYW1lUmVzdWx0IkEKC0ZyYW1lUmVzdWx0Eg0KBWZyYW1lGAEgASgEEiMKBnJlc3VsdBgCIAEoCzITLnZncHUudjEuQ2FsbFJlc3VsdCJTCgxTZXNzaW9uRXJyb3ISIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkSEAoIcmVkaXJlY3QYAyABKAkiCAoGQ2xvc2VkMkMKBUd1ZXN0EjoKB1Nlc3Npb24SFS52Z3B1LnYxLkd1ZXN0TWVzc2FnZRoULnZncHUudjEuTm9kZU1lc3NhZ2UoATABYgZwcm90bzM", [file_vgpu_v1_types]);
+  fileDesc("ChN2Z3B1L3YxL2d1ZXN0LnByb3RvEgd2Z3B1LnYxInkKDEd1ZXN0TWVzc2FnZRIdCgRvcGVuGAEgASgLMg0udmdwdS52MS5PcGVuSAASIQoGZnJhbWVzGAIgASgLMg8udmdwdS52MS5GcmFtZXNIABIfCgVjbG9zZRgDIAEoCzIOLnZncHUudjEuQ2xvc2VIAEIGCgRraW5kIlQKBE9wZW4SDgoGdGVuYW50GAEgASgJEg0KBXRva2VuGAIgASgJEhkKEXJlc3VtZV9zZXNzaW9uX2lkGAMgASgJEhIKCmNsdXN0ZXJfaWQYBCABKAkiBwoFQ2xvc2UiKAoGRnJhbWVzEh4KBmZyYW1lcxgBIAMoCzIOLnZncHUudjEuRnJhbWUiZQoFRnJhbWUSDgoGbnVtYmVyGAEgASgEEh0KBGNhbGwYAiABKAsyDS52Z3B1LnYxLkNhbGxIABIlCgZzdG9yZXMYAyABKAsyEy52Z3B1LnYxLlN0b3JlQmF0Y2hIAEIGCgRib2R5IqIBCgtOb2RlTWVzc2FnZRIhCgZvcGVuZWQYASABKAsyDy52Z3B1LnYxLk9wZW5lZEgAEh0KBGFja3MYAiABKAsyDS52Z3B1LnYxLkFja3NIABImCgVlcnJvchgDIAEoCzIVLnZncHUudjEuU2Vzc2lvbkVycm9ySAASIQoGY2xvc2VkGAQgASgLMg8udmdwdS52MS5DbG9zZWRIAEIGCgRraW5kIlAKBk9wZW5lZBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWVwb2NoGAIgASgEEhIKCmxhc3RfZnJhbWUYAyABKAQSDwoHbm9kZV9pZBgEIAEoCSJTCgRBY2tzEg0KBWVwb2NoGAEgASgEEhUKDWFja2VkX3Rocm91Z2gYAiABKAQSJQoHcmVzdWx0cxgDIAMoCzIULnZncHUudjEuRnJhbWVSZXN1bHQiQQoLRnJhbWVSZXN1bHQSDQoFZnJhbWUYASABKAQSIwoGcmVzdWx0GAIgASgLMhMudmdwdS52MS5DYWxsUmVzdWx0ImkKDFNlc3Npb25FcnJvchIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgCIAEoCRIQCghyZWRpcmVjdBgDIAEoCRIUCgxzdHJlYW1fbGltaXQYBCABKA0iCAoGQ2xvc2VkMkMKBUd1ZXN0EjoKB1Nlc3Npb24SFS52Z3B1LnYxLkd1ZXN0TWVzc2FnZRoULnZncHUudjEuTm9kZU1lc3NhZ2UoATABYgZwcm90bzM", [file_vgpu_v1_types]);
 
 /**
  * @generated from message vgpu.v1.GuestMessage
@@ -73,6 +73,14 @@ export type Open = Message<"vgpu.v1.Open"> & {
    * @generated from field: string resume_session_id = 3;
    */
   resumeSessionId: string;
+
+  /**
+   * The cluster id the guest expects (the node's clusterId); empty: not checked. A node of
+   * another cluster answers WRONG_CLUSTER before it looks at the credentials.
+   *
+   * @generated from field: string cluster_id = 4;
+   */
+  clusterId: string;
 };
 
 /**
@@ -298,6 +306,14 @@ export type SessionError = Message<"vgpu.v1.SessionError"> & {
    * @generated from field: string redirect = 3;
    */
   redirect: string;
+
+  /**
+   * For LIMIT_EXCEEDED on a stream over guest.maxStreamsPerConnection: that limit, so the
+   * guest opens the session on another connection (0 otherwise).
+   *
+   * @generated from field: uint32 stream_limit = 4;
+   */
+  streamLimit: number;
 };
 
 /**
