@@ -164,9 +164,10 @@ describe("vgpud --check", () => {
   });
 
   it("names a listener whose port is in use", () => {
-    const r = vgpudWith({ role: "standby", replication: { listen: `127.0.0.1:${port}` } }, [
-      "--check",
-    ]);
+    const r = vgpudWith(
+      { role: "standby", peer: { name: "node-b" }, replication: { listen: `127.0.0.1:${port}` } },
+      ["--check"],
+    );
     expect(r.code).toBe(2);
     expect(r.err.trim()).toBe(
       `config: replication.listen = "127.0.0.1:${port}": in use on this host`,
