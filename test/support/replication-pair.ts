@@ -195,7 +195,7 @@ export class ReplicationPair {
     for (const n of nodes) if (running(n)) n.process.kill("SIGCONT");
     await Promise.all(nodes.map((n) => n.stop(3000)));
     await this.proxy?.close();
-    // VGPU_TEST_KEEP=1 keeps the configs and node logs for a post-mortem.
-    if (!process.env.VGPU_TEST_KEEP) rmSync(this.dir, { recursive: true, force: true });
+    // VGPUHA_TEST_KEEP=1 keeps the configs and node logs for a post-mortem.
+    if (!process.env.VGPUHA_TEST_KEEP) rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -338,7 +338,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     }),
     guestRefusals: new Counter({
       name: "vgpu_guest_refusals_total",
-      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster)",
+      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster, protocol_error: bytes that are not HTTP/2)",
       labelNames: ["reason"],
       registers,
     }),

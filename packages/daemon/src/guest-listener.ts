@@ -26,7 +26,8 @@ export type GuestRefusalReason =
   | "stream_limit"
   | "open_timeout"
   | "auth"
-  | "wrong_cluster";
+  | "wrong_cluster"
+  | "protocol_error";
 
 export interface GuestRefusal {
   /** ip:port of the connection. */
@@ -94,6 +95,12 @@ export async function listenGuest(
     const c = injecting;
     if (c === undefined) return;
     c.session = session;
+    // Bytes that are not HTTP/2 (garbage, another protocol): nghttp2 fails the session.
+    session.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code?.startsWith("ERR_HTTP2")) {
+        onRefused("protocol_error", { remote: c.remote, detail: e.code });
+      }
+    });
     session.prependListener("stream", (stream) => {
       c.openStreams++;
       const openedMs = nowMs();
