@@ -8,10 +8,12 @@
 //     --local 127.0.0.2 --ops http://OPS
 // prints the counts as JSON, and with --ops the node's largest event-loop lag in the seconds
 // before the attack and during it, and its epoch before and after. Loopback targets only.
+
 import { type ClientHttp2Session, constants as h2, connect as h2connect } from "node:http2";
 import { connect as netConnect } from "node:net";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { errorCodeName } from "../hostile/attacks/h2-frames.js";
 
 export interface RapidResetOptions {
   readonly target: string;
@@ -37,24 +39,6 @@ const HEADERS = {
   te: "trailers",
 };
 
-/** HTTP/2 error codes (RFC 9113, section 7) by number. */
-const GOAWAY_CODES: readonly string[] = [
-  "NO_ERROR",
-  "PROTOCOL_ERROR",
-  "INTERNAL_ERROR",
-  "FLOW_CONTROL_ERROR",
-  "SETTINGS_TIMEOUT",
-  "STREAM_CLOSED",
-  "FRAME_SIZE_ERROR",
-  "REFUSED_STREAM",
-  "CANCEL",
-  "COMPRESSION_ERROR",
-  "CONNECT_ERROR",
-  "ENHANCE_YOUR_CALM",
-  "INADEQUATE_SECURITY",
-  "HTTP_1_1_REQUIRED",
-];
-
 export async function rapidReset(options: RapidResetOptions): Promise<RapidResetResult> {
   const host = options.target.slice(0, options.target.lastIndexOf(":"));
   const port = Number(options.target.slice(options.target.lastIndexOf(":") + 1));
@@ -69,7 +53,7 @@ export async function rapidReset(options: RapidResetOptions): Promise<RapidReset
   };
   const endMs = performance.now() + options.seconds * 1000;
   const batch = options.batch ?? 100;
-  const codeName = (code: number) => GOAWAY_CODES[code] ?? `${code}`;
+  const codeName = errorCodeName;
 
   const one = () =>
     new Promise<void>((resolve) => {

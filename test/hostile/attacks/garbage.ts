@@ -3,7 +3,7 @@
 // close it.
 import { connect } from "node:net";
 import { type AttackOutcome, Tally } from "./outcome.js";
-import { splitTarget } from "./target.js";
+import { attackerAddress, splitTarget } from "./target.js";
 
 export interface GarbageSpec {
   readonly target: string;
@@ -33,7 +33,7 @@ export async function garbage(spec: GarbageSpec): Promise<AttackOutcome> {
   let next = 0;
   const one = (i: number) =>
     new Promise<void>((resolve) => {
-      const socket = connect({ host, port });
+      const socket = connect({ host, port, ...attackerAddress(host) });
       let timedOut = false;
       const timer = setTimeout(() => {
         timedOut = true;

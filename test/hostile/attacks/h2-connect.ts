@@ -2,7 +2,9 @@
 // gRPC library hides what they need: stream resets, streams without a message).
 import { readFileSync } from "node:fs";
 import http2 from "node:http2";
+import { connect } from "node:net";
 import type { AttackerTls } from "./outcome.js";
+import { attackerAddress, splitTarget } from "./target.js";
 
 export const GUEST_PATH = "/vgpu.v1.Guest/Session";
 
@@ -14,8 +16,15 @@ export const GRPC_HEADERS = {
 } as const;
 
 export function connectH2(target: string, tls?: AttackerTls): http2.ClientHttp2Session {
-  if (!tls) return http2.connect(`http://${target}`);
+  const { host, port } = splitTarget(target);
+  const from = attackerAddress(host);
+  if (!tls) {
+    return http2.connect(`http://${target}`, {
+      createConnection: () => connect({ host, port, ...from }),
+    });
+  }
   return http2.connect(`https://${target}`, {
+    ...from,
     ca: readFileSync(tls.ca),
     cert: readFileSync(tls.cert),
     key: readFileSync(tls.key),

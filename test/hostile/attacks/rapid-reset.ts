@@ -18,7 +18,7 @@ import {
   PREFACE,
 } from "./h2-frames.js";
 import { type AttackerTls, type AttackOutcome, Tally } from "./outcome.js";
-import { splitTarget } from "./target.js";
+import { attackerAddress, splitTarget } from "./target.js";
 
 export interface RapidResetSpec {
   readonly target: string;
@@ -33,10 +33,11 @@ const LAST_STREAM_ID = 2 ** 31 - 1;
 
 function dial(spec: RapidResetSpec): Socket {
   const { host, port } = splitTarget(spec.target);
-  if (!spec.tls) return tcpConnect({ host, port });
+  if (!spec.tls) return tcpConnect({ host, port, ...attackerAddress(host) });
   return tlsConnect({
     host,
     port,
+    ...attackerAddress(host),
     ALPNProtocols: ["h2"],
     ca: readFileSync(spec.tls.ca),
     cert: readFileSync(spec.tls.cert),

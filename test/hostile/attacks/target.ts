@@ -13,3 +13,12 @@ export function isLoopback(host: string): boolean {
   if (host === "localhost" || host === "::1") return true;
   return isIP(host) === 4 && host.startsWith("127.");
 }
+
+/**
+ * The address an attack connects from: on IPv4 loopback its own (127.0.0.2), as a real
+ * attacker has its own — the node's penalty box then holds back the attacker, not the normal
+ * guest (127.0.0.1) beside it; elsewhere (namespaces, an operator's target) the system's choice.
+ */
+export function attackerAddress(host: string): { localAddress?: string } {
+  return isIP(host) === 4 && host.startsWith("127.") ? { localAddress: "127.0.0.2" } : {};
+}
