@@ -1,7 +1,7 @@
 // Proves the hand-written HTTP/2 frames of the rapid reset are real HTTP/2: Node's own http2
 // server, on loopback, takes a stream opened with them as a gRPC call to the guest service's
 // path, and a rapid reset at it runs its time without the server finding a protocol error
-// (no GOAWAY, no frame error) and stops on time.
+// (no frame error, no GOAWAY but Node's own flood defence) and stops on time.
 import { once } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -55,7 +55,11 @@ describe("the rapid reset's frames", () => {
     const outcome = await rapidReset({ target, connections: 2, durationMs: 300 });
     expect(performance.now() - started).toBeLessThan(5000);
     expect(outcome.sent["streams reset"]).toBeGreaterThan(0);
-    expect(Object.keys(outcome.answers).filter((k) => k.startsWith("goaway"))).toEqual([]);
+    // Node's own rapid-reset defence ends a connection with GOAWAY INTERNAL_ERROR after enough
+    // resets (sooner on Node 22 than on 20): that is the flood being noticed, not a bad frame.
+    // A frame Node could not parse would be PROTOCOL_ERROR, FRAME_SIZE_ERROR or COMPRESSION_ERROR.
+    const goaways = Object.keys(outcome.answers).filter((k) => k.startsWith("goaway"));
+    expect(goaways.filter((k) => k !== "goaway:INTERNAL_ERROR")).toEqual([]);
     expect(errors).toEqual([]);
   });
 });
