@@ -15,6 +15,7 @@ let server: http2.Http2Server;
 let target: string;
 const seen: string[] = [];
 const errors: string[] = [];
+const sessions = new Set<http2.ServerHttp2Session>();
 
 beforeEach(async () => {
   seen.length = 0;
@@ -25,6 +26,8 @@ beforeEach(async () => {
     stream.on("error", () => undefined);
   });
   server.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
     s.on("frameError", (type, code) => errors.push(`frame error ${type}/${code}`));
     s.on("error", (e) => errors.push(e.message));
   });
@@ -34,6 +37,8 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  // server.close waits for every session: end what the attack left half-open first.
+  for (const s of sessions) s.destroy();
   await new Promise((r) => server.close(r));
 });
 
