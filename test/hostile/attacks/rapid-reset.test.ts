@@ -1,7 +1,7 @@
 // Proves the hand-written HTTP/2 frames of the rapid reset are real HTTP/2: Node's own http2
 // server, on loopback, takes a stream opened with them as a gRPC call to the guest service's
-// path, and a rapid reset at it runs its time without the server finding a protocol error
-// (no frame error, no GOAWAY but Node's own flood defence) and stops on time.
+// path, and a rapid reset at it runs its time, the server taking stream after stream until at
+// most its own flood defence ends a connection, and stops on time.
 import { once } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -55,16 +55,18 @@ describe("the rapid reset's frames", () => {
     expect(seen).toEqual([`POST ${GUEST_PATH} application/grpc trailers`]);
   });
 
-  it("reset streams for the time given without a protocol error", async () => {
+  it("reset streams for the time given, every one a stream the server took", async () => {
     const started = performance.now();
     const outcome = await rapidReset({ target, connections: 2, durationMs: 300 });
     expect(performance.now() - started).toBeLessThan(5000);
     expect(outcome.sent["streams reset"]).toBeGreaterThan(0);
-    // Node's own rapid-reset defence ends a connection with GOAWAY INTERNAL_ERROR after enough
-    // resets (sooner on Node 22 than on 20): that is the flood being noticed, not a bad frame.
-    // A frame Node could not parse would be PROTOCOL_ERROR, FRAME_SIZE_ERROR or COMPRESSION_ERROR.
+    // A frame the server could not parse would fail the first stream of each connection. What
+    // may end a connection is Node's own rapid-reset defence, after many good streams: a GOAWAY
+    // INTERNAL_ERROR (Node 20) or a session "Protocol error" (Node 22's nghttp2), once per
+    // connection at most.
+    expect(seen.length).toBeGreaterThan(100);
     const goaways = Object.keys(outcome.answers).filter((k) => k.startsWith("goaway"));
     expect(goaways.filter((k) => k !== "goaway:INTERNAL_ERROR")).toEqual([]);
-    expect(errors).toEqual([]);
+    expect(errors.length).toBeLessThanOrEqual(2);
   });
 });
