@@ -56,7 +56,7 @@ describe("npm start (vgpu-local, live)", () => {
       const res = await fetch(`${m[2]}/v1/status`);
       expect(res.status).toBe(200);
     }
-    expect(out).toContain(`export VGPU_NODES=${header.a[2]},${header.b[2]} VGPU_TOKEN=`);
+    expect(out).toContain(`export VGPUCTL_NODES=${header.a[2]},${header.b[2]} VGPUCTL_TOKEN=`);
 
     const lines = await waitFor(
       "a status line of each node",

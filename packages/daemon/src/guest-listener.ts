@@ -85,11 +85,15 @@ export async function listenGuest(
     if (c.abused) return;
     c.abused = true;
     onRefused(reason, { remote: c.remote });
-    // GOAWAY goes out and the session is torn down at once: the rest of what the abuser sent
-    // is not parsed into streams. The socket goes too if the session did not take it along.
+    // GOAWAY goes out; close() makes HTTP/2 refuse the abuser's further streams without making
+    // them into streams for us (destroying at once could drop the GOAWAY before it was
+    // written: seen on Node 22); the session and socket go after a short grace.
     c.session?.goaway(h2.NGHTTP2_ENHANCE_YOUR_CALM);
-    c.session?.destroy();
-    setTimeout(() => c.socket.destroy(), GOAWAY_GRACE_MS).unref();
+    c.session?.close();
+    setTimeout(() => {
+      c.session?.destroy();
+      c.socket.destroy();
+    }, GOAWAY_GRACE_MS).unref();
   };
   http2.on("session", (session: ServerHttp2Session) => {
     const c = injecting;
