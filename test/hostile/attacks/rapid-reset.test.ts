@@ -62,11 +62,11 @@ describe("the rapid reset's frames", () => {
     expect(outcome.sent["streams reset"]).toBeGreaterThan(0);
     // A frame the server could not parse would fail the first stream of each connection. What
     // may end a connection is Node's own rapid-reset defence, after many good streams: a GOAWAY
-    // INTERNAL_ERROR (Node 20) or a session "Protocol error" (Node 22's nghttp2), once per
-    // connection at most.
+    // INTERNAL_ERROR (Node 20) or a session "Protocol error" (Node 22 and 24), once per
+    // connection at most (the attack dials again when one ends).
     expect(seen.length).toBeGreaterThan(100);
     const goaways = Object.keys(outcome.answers).filter((k) => k.startsWith("goaway"));
     expect(goaways.filter((k) => k !== "goaway:INTERNAL_ERROR")).toEqual([]);
-    expect(errors.length).toBeLessThanOrEqual(2);
+    expect(errors.length).toBeLessThanOrEqual(outcome.sent.connections ?? 0);
   });
 });
