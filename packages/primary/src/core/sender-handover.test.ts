@@ -3,21 +3,12 @@
 // came within retransmitMs, never after the standby accepted it or the switchover was given up.
 import { ReplicationLog, type StandbyMessage } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
-import { testSenderOptions } from "../testing/sender-options.js";
+import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";
 
 const options = testSenderOptions();
 
-const hello: StandbyMessage = {
-  kind: "hello",
-  epoch: 1,
-  clusterId: "c",
-  nodeId: "b",
-  empty: false,
-  lastAppliedSeq: 0,
-  snapshotId: 0,
-  snapshotChunk: 0,
-};
+const hello = testStandbyHello();
 
 const accepted: StandbyMessage = {
   kind: "ack",

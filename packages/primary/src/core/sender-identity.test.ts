@@ -3,22 +3,12 @@
 // address (another pair's standby, a forged answer) cannot make the primary step down.
 import { ErrorCode, ReplicationLog, type StandbyMessage } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
-import { testSenderOptions } from "../testing/sender-options.js";
+import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";
 
 const options = testSenderOptions();
 
-const hello = (over: Partial<StandbyMessage & { kind: "hello" }>): StandbyMessage => ({
-  kind: "hello",
-  epoch: 1,
-  clusterId: "c",
-  nodeId: "b",
-  empty: false,
-  lastAppliedSeq: 0,
-  snapshotId: 0,
-  snapshotChunk: 0,
-  ...over,
-});
+const hello = testStandbyHello;
 
 function connected(): Sender {
   const sender = new Sender(

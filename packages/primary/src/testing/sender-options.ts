@@ -1,4 +1,5 @@
 // Small Sender options for the sender's tests; override what a test is about.
+import type { StandbyMessage } from "@vgpu-ha/common";
 import type { SenderOptions } from "../core/sender.js";
 
 export function testSenderOptions(overrides: Partial<SenderOptions> = {}): SenderOptions {
@@ -14,6 +15,23 @@ export function testSenderOptions(overrides: Partial<SenderOptions> = {}): Sende
     heartbeatMs: 100,
     retransmitMs: 200,
     retainBytes: 1 << 20,
+    ...overrides,
+  };
+}
+
+/** The standby's hello for testSenderOptions' pair (peer "b" of cluster "c"); override a field. */
+export function testStandbyHello(
+  overrides: Partial<Extract<StandbyMessage, { kind: "hello" }>> = {},
+): StandbyMessage {
+  return {
+    kind: "hello",
+    epoch: 1,
+    clusterId: "c",
+    nodeId: "b",
+    empty: false,
+    lastAppliedSeq: 0,
+    snapshotId: 0,
+    snapshotChunk: 0,
     ...overrides,
   };
 }
