@@ -10,3 +10,12 @@ export const systemClock: Clock = {
   monotonicMs: () => performance.now(),
   wallMs: () => Date.now(),
 };
+
+/** Node's own timers, as the Timers port (core/ports.ts). */
+export const nodeTimers: import("./core/ports.js").Timers = {
+  setTimeout: (ms, fn) => setTimeout(fn, ms),
+  setInterval: (ms, fn) => setInterval(fn, ms),
+  clear: (t) => {
+    if (t !== undefined) clearTimeout(t as NodeJS.Timeout);
+  },
+};

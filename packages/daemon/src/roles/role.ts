@@ -9,6 +9,7 @@ import type {
   PeerChannel,
   ReplicationGauges,
   SessionView,
+  Supervisor,
   wire,
 } from "@vgpu-ha/common";
 import type { StateDigest } from "@vgpu-ha/gpu-model";
@@ -30,36 +31,7 @@ export interface VerifyResult {
   readonly standby: string;
 }
 
-/** What a role may ask of the node. */
-export interface Supervisor {
-  /** The node's current epoch. */
-  epoch(): number;
-  /**
-   * A standby whose primary's lease ran out: take over (epoch + 1, persisted first). In etcd
-   * mode the standby took the leader key first, and `epoch` is the record's new epoch.
-   */
-  promote(reason: string, force?: boolean, epoch?: number): void;
-  /** A primary that met a higher epoch: become a standby (its solo work is discarded). */
-  stepDown(theirEpoch: number, reason: string): void;
-  /** A standby that saw a higher epoch from its primary: persist it. */
-  adoptEpoch(epoch: number): void;
-  /** Asks the peer what it is and holds (undefined when it does not answer). */
-  probePeer(): Promise<PeerView | undefined>;
-  /** Maintenance mode (vgpuctl pause): no automatic takeover; the primary's heartbeats carry it. */
-  maintenancePaused(): boolean;
-  /** A standby: the maintenance flag its primary's heartbeat carried. */
-  adoptMaintenance(paused: boolean): void;
-}
-
-export interface PeerView {
-  readonly nodeId: string;
-  readonly role: "primary" | "standby";
-  readonly epoch: number;
-  /** A standby: an eligible replica (holds the sync grant). */
-  readonly replica: boolean;
-  /** The last seq its state holds (0: it holds nothing). */
-  readonly appliedSeq: number;
-}
+export type { PeerView, Supervisor } from "@vgpu-ha/common";
 
 export interface RoleDeps {
   readonly config: Config;

@@ -1,0 +1,45 @@
+// The ports the role drivers run over (TigerBeetle's ReplicaType(…, MessageBus, Storage, Time)):
+// the daemon implements them with Node timers, gRPC, the etcd client, pino and prom-client; the
+// failover simulator with its simulated processes, network and etcd. Pure types: no I/O here.
+
+/** An armed timer, as the host that armed it knows it. */
+export type TimerHandle = object;
+
+/** Timers on the host's clock (Node's in the daemon, the simulated process's in the simulator). */
+export interface Timers {
+  setTimeout(ms: number, fn: () => void): TimerHandle;
+  setInterval(ms: number, fn: () => void): TimerHandle;
+  /** Cancels a timer; undefined or an already-fired one is fine. */
+  clear(timer: TimerHandle | undefined): void;
+}
+
+export interface PeerView {
+  readonly nodeId: string;
+  readonly role: "primary" | "standby";
+  readonly epoch: number;
+  /** A standby: an eligible replica (holds the sync grant). */
+  readonly replica: boolean;
+  /** The last seq its state holds (0: it holds nothing). */
+  readonly appliedSeq: number;
+}
+
+/** What a role may ask of its node (the supervisor). */
+export interface Supervisor {
+  /** The node's current epoch. */
+  epoch(): number;
+  /**
+   * A standby whose primary's lease ran out: take over (epoch + 1, persisted first). In etcd
+   * mode the standby took the leader key first, and `epoch` is the record's new epoch.
+   */
+  promote(reason: string, force?: boolean, epoch?: number): void;
+  /** A primary that met a higher epoch: become a standby (its solo work is discarded). */
+  stepDown(theirEpoch: number, reason: string): void;
+  /** A standby that saw a higher epoch from its primary: persist it. */
+  adoptEpoch(epoch: number): void;
+  /** Asks the peer what it is and holds (undefined when it does not answer). */
+  probePeer(): Promise<PeerView | undefined>;
+  /** Maintenance mode (vgpuctl pause): no automatic takeover; the primary's heartbeats carry it. */
+  maintenancePaused(): boolean;
+  /** A standby: the maintenance flag its primary's heartbeat carried. */
+  adoptMaintenance(paused: boolean): void;
+}
