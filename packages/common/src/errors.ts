@@ -154,6 +154,12 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "not this node's configured peer",
   ),
+  [ErrorCode.INCOMPATIBLE_VERSION]: info(
+    "INCOMPATIBLE_VERSION",
+    GrpcStatus.FAILED_PRECONDITION,
+    false,
+    "the replication peer speaks another replication protocol version",
+  ),
   [ErrorCode.NOT_STANDBY]: info(
     "NOT_STANDBY",
     GrpcStatus.FAILED_PRECONDITION,

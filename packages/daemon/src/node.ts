@@ -51,7 +51,7 @@ import { EpochStore } from "./state/epoch-store.js";
 import { HistoryStore, type RoleChange } from "./state/history-store.js";
 import { type Maintenance, MaintenanceStore } from "./state/maintenance-store.js";
 import { tlsRefusalReporter } from "./tls-listener.js";
-import { VERSION } from "./version.js";
+import { nodeVersion, VERSION } from "./version.js";
 
 export interface NodeAddresses {
   readonly guest: string;
@@ -843,6 +843,7 @@ export class VgpuNode implements Supervisor {
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
       leaseThread: this.leaseThread?.counts() ?? null,
       version: VERSION,
+      protocolVersion: nodeVersion(config).protocolVersion,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
   }

@@ -98,13 +98,15 @@ export class ReplicationClient {
     );
     let opened = false;
     link.onMessage((message) => {
-      if (!opened) {
+      this.deps.sender.step(message, this.deps.clock.monotonicMs());
+      // Up once the peer's hello is taken: a peer refused at its hello (not ours, another
+      // protocol version) is a failed dial, said once, not a link up and down per retry.
+      if (!opened && this.deps.sender.state !== "hello") {
         opened = true;
         this.lastDialFailure = undefined;
         this.connectedSinceMs = this.deps.clock.monotonicMs();
         this.deps.logger.info({ peer: address }, "replication link up");
       }
-      this.deps.sender.step(message, this.deps.clock.monotonicMs());
       this.afterStep();
     });
     link.onDrain(() => {

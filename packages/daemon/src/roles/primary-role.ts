@@ -12,7 +12,7 @@ import {
   grantBinds,
   grantDue,
   grpcLink,
-  identityRefusal,
+  helloRefusal,
   type Link,
   lowerEpochRefusal,
   mayAcquire,
@@ -26,6 +26,7 @@ import {
   type ReleaseView,
   type ReplicationGauges,
   ReplicationLog,
+  refusalReply,
   releasableSeq,
   resyncProgress,
   type SessionView,
@@ -57,6 +58,7 @@ import {
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import { LeaseThread } from "../lease/lease-thread.js";
+import { nodeVersion } from "../version.js";
 import { backendOptions, sessionLimits } from "./backend-options.js";
 import type { GuestStream, Role, RoleDeps, VerifyResult } from "./role.js";
 
@@ -145,6 +147,7 @@ export class PrimaryRole implements Role {
           clusterId: config.clusterId,
           nodeId: config.nodeId,
           peerName: config.peer.name,
+          version: nodeVersion(config),
           maxBatchEntries: r.maxBatchEntries,
           maxBatchBytes: r.maxBatchBytes,
           maxInflightEntries: r.maxInflightEntries,
@@ -556,12 +559,13 @@ export class PrimaryRole implements Role {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
         peerName: config.peer.name,
+        version: nodeVersion(config),
       };
-      const who = m.kind === "hello" ? identityRefusal(rule, m) : NO_HELLO;
+      const who = m.kind === "hello" ? helloRefusal(rule, m) : NO_HELLO;
       if (who !== null || m.kind !== "hello") {
         const refusal = who ?? NO_HELLO;
         this.deps.refusals.report(refusal, call.getPeer(), "inbound");
-        link.send({ kind: "error", epoch: 0, code: refusal.code, message: refusal.message });
+        for (const out of refusalReply(rule, refusal)) link.send(out);
         link.close("not our peer");
         return;
       }
@@ -900,6 +904,7 @@ export class PrimaryRole implements Role {
             mode: config.replication.mode,
             peer: config.peer.name,
             peerAddress: config.peer.replicationAddress,
+            peerVersion: this.sender.peerVersion ?? null,
             state: this.sender.state,
             connected: r.connected,
             // No standby: no lag to speak of (the numbers would only grow).

@@ -13,6 +13,7 @@ import {
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { listSessions } from "@vgpu-ha/primary";
 import { Receiver, type ReplicationCall, refuseGuests, StandbyLink } from "@vgpu-ha/standby";
+import { nodeVersion } from "../version.js";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./role.js";
@@ -52,6 +53,7 @@ export class StandbyRole implements Role {
       {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
+        version: nodeVersion(config),
         backendOptions: backendOptions(config, false),
       },
       deps.supervisor.epoch(),
@@ -61,7 +63,12 @@ export class StandbyRole implements Role {
       logger,
       now: () => clock.monotonicMs(),
       // Only peer.name of this cluster may be our primary (under tls its certificate says so too).
-      identity: { clusterId: config.clusterId, nodeId: config.nodeId, peerName: config.peer.name },
+      identity: {
+        clusterId: config.clusterId,
+        nodeId: config.nodeId,
+        peerName: config.peer.name,
+        version: nodeVersion(config),
+      },
       onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
       onStep: (m) => {
         if (m.kind === "heartbeat") {
@@ -439,6 +446,7 @@ export class StandbyRole implements Role {
         granted: r.granted,
         connected: this.link.connected,
         peer: this.deps.config.peer.name,
+        peerVersion: this.link.peerVersion ?? null,
         lag: { entries: g.lagEntries },
         lastMessageAgeMs:
           since === undefined ? null : Math.round(this.deps.clock.monotonicMs() - since),
