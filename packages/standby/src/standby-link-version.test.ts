@@ -13,6 +13,7 @@ import {
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./core/receiver.js";
 import { StandbyLink, type StreamRefusal } from "./standby-link.js";
+import { testBackendOptions } from "./testing/backend-options.js";
 
 const own = { version: "0.1.0", protocolVersion: 1 };
 
@@ -43,14 +44,7 @@ function standby() {
       clusterId: "c",
       nodeId: "b",
       version: own,
-      backendOptions: {
-        device: { seed: 1, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
-        tenants: new Map(),
-        session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
-        maxDmaBytes: 1 << 16,
-        maxStoresPerBatch: 16,
-        trackMmio: false,
-      },
+      backendOptions: testBackendOptions(),
     },
     4,
   );

@@ -122,16 +122,7 @@ export function lowerEpochRefusal(self: {
   readonly epoch: number;
 }): StandbyMessage[] {
   return [
-    {
-      kind: "hello",
-      epoch: self.epoch,
-      clusterId: self.clusterId,
-      nodeId: self.nodeId,
-      empty: true,
-      lastAppliedSeq: 0,
-      snapshotId: 0,
-      snapshotChunk: 0,
-    },
+    helloNaming(self),
     {
       kind: "error",
       epoch: self.epoch,
@@ -153,16 +144,23 @@ export function refusalReply(
 ): StandbyMessage[] {
   const error: StandbyMessage = { kind: "error", epoch: 0, code: why.code, message: why.message };
   if (!why.versions) return [error];
-  const hello: StandbyMessage = {
+  return [helloNaming({ ...self, epoch: 0 }, self.version), error];
+}
+
+/** A hello that only names this node (no replica, nothing to resume), with its version. */
+function helloNaming(
+  self: { readonly clusterId: string; readonly nodeId: string; readonly epoch: number },
+  version?: NodeVersion,
+): StandbyMessage {
+  return {
     kind: "hello",
-    epoch: 0,
+    epoch: self.epoch,
     clusterId: self.clusterId,
     nodeId: self.nodeId,
     empty: true,
     lastAppliedSeq: 0,
     snapshotId: 0,
     snapshotChunk: 0,
-    ...self.version,
+    ...version,
   };
-  return [hello, error];
 }
