@@ -44,6 +44,11 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, GrpcStatus>> = {
   [ErrorCode.HANDOVER_FAILED]: GrpcStatus.FAILED_PRECONDITION,
   [ErrorCode.NO_PRIMARY_IN_SIGHT]: GrpcStatus.FAILED_PRECONDITION,
   [ErrorCode.SESSION_EXPIRED]: GrpcStatus.NOT_FOUND,
+  [ErrorCode.LEADER_KEY_HELD]: GrpcStatus.FAILED_PRECONDITION,
+  [ErrorCode.SWITCHOVER_IN_PROGRESS]: GrpcStatus.FAILED_PRECONDITION,
+  [ErrorCode.STANDBY_TIMED_OUT]: GrpcStatus.DEADLINE_EXCEEDED,
+  [ErrorCode.NO_STANDBY_IN_SYNC]: GrpcStatus.FAILED_PRECONDITION,
+  [ErrorCode.ADMIN_DISABLED]: GrpcStatus.PERMISSION_DENIED,
 };
 
 export interface GrpcErrorInfo extends ErrorInfo {

@@ -87,6 +87,31 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "the pair closed this session (idle too long, or an operator); open a new one",
   ),
+  [ErrorCode.LEADER_KEY_HELD]: info(
+    "LEADER_KEY_HELD",
+    false,
+    "another node holds the etcd leader key: not promoting",
+  ),
+  [ErrorCode.SWITCHOVER_IN_PROGRESS]: info(
+    "SWITCHOVER_IN_PROGRESS",
+    true,
+    "a switchover is already in progress",
+  ),
+  [ErrorCode.STANDBY_TIMED_OUT]: info(
+    "STANDBY_TIMED_OUT",
+    true,
+    "the standby did not catch up, take over or answer in time",
+  ),
+  [ErrorCode.NO_STANDBY_IN_SYNC]: info(
+    "NO_STANDBY_IN_SYNC",
+    true,
+    "no standby in sync to compare with",
+  ),
+  [ErrorCode.ADMIN_DISABLED]: info(
+    "ADMIN_DISABLED",
+    false,
+    "admin actions are off: no ops.token configured",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {
