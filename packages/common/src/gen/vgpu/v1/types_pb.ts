@@ -506,8 +506,8 @@ export const CallResultSchema: GenMessage<CallResult> = /*@__PURE__*/
   messageDesc(file_vgpu_v1_types, 14);
 
 /**
- * Stable error codes. packages/common/src/errors.ts adds the gRPC status, retryability and
- * a description to each; never renumber.
+ * Stable error codes. packages/common/src/core/errors.ts adds retryability and a description
+ * to each, packages/common/src/errors.ts the gRPC status; never renumber.
  *
  * @generated from enum vgpu.v1.ErrorCode
  */
