@@ -4,23 +4,16 @@
 // UNKNOWN_SESSION), a node's OpsRefusal keeps its status and code, and an error that is no
 // refusal is a 500 without a code.
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { type AdminActions, buildOpsApp } from "./ops-app.js";
+import type { AdminActions } from "./ops-app.js";
 import { codeOr, httpStatusOf, refusalOf } from "./refusal.js";
+import { testAdminApp } from "./test-ops-app.js";
 
 const TOKEN = "ops-token-for-refusal-tests";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-function adminApp(token: string | undefined, admin: AdminActions = {}) {
-  return buildOpsApp({
-    registry: new Registry(),
-    status: () => ({ role: "primary", epoch: 1 }),
-    readiness: () => ({ ready: true, reason: "" }),
-    adminToken: token,
-    admin,
-  });
-}
+const adminApp = (token: string | undefined, admin: AdminActions = {}) =>
+  testAdminApp(token, admin, "primary");
 
 const throwing = (e: unknown) => async () => {
   throw e;
