@@ -5,7 +5,7 @@
 // applies in both directions: a node that dials its peer believes nothing the other end says
 // (not even an error's epoch) until that end has named itself as the peer. A hello from the peer
 // is then also refused when it announces another replication protocol version (peer-version.ts).
-import { ErrorCode } from "../errors.js";
+import { ErrorCode } from "./errors.js";
 import type { StandbyMessage } from "./messages.js";
 import {
   type AnnouncedVersion,

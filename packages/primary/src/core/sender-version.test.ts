@@ -2,7 +2,7 @@
 // another protocol version — counted once per connection (the standby's error that follows is
 // not counted again as no_hello), its epoch not believed — while a standby of the same protocol
 // and another package version streams (a rolling upgrade). peerVersion records what it runs.
-import { ErrorCode, ReplicationLog } from "@vgpu-ha/common";
+import { ErrorCode, ReplicationLog } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";
