@@ -242,7 +242,7 @@ export class PrimaryRole implements Role {
   }
 
   serveGuest(stream: GuestStream): void {
-    this.guests.serve(stream);
+    this.guests.serveGrpc(stream);
   }
 
   // ---- sessions: the idle reaper and operators ----

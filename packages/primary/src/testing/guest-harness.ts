@@ -138,7 +138,7 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     idle,
     connect(certificate) {
       const stream = new FakeGuestStream(certificate);
-      service.serve(stream as never);
+      service.serveGrpc(stream as never);
       return stream;
     },
     async settled() {

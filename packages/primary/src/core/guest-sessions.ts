@@ -1,0 +1,648 @@
+// The guest sessions of a primary as a pure machine: which stream holds which session, what each
+// stream sent and was not served yet, and the replies held until the standby has their entries.
+// Inputs in (a stream attached, a message received, a unit of work served, the release watermark
+// moved, the role ended), actions out (replies to send, streams to end, pause or resume, refusals
+// to send later) — the driver (guest-service.ts) does the I/O, the timing and the fairness.
+//
+// Rules: a Frames message that would take a stream's unanswered frames (held + queued + its own)
+// past maxFramesInFlight is refused with LIMIT_EXCEEDED in its turn, after what came before it;
+// a reply goes out only once replicatedSeq() reaches the seq of its entry (undefined: at once,
+// -1: never), in order; Opened waits for the session-open entry, Closed for the close entry and
+// every reply before it; a resume elsewhere ends the older stream; when the role ends every
+// stream is told NOT_PRIMARY with the redirect and held replies are dropped (a failover may lose
+// them: they were never promised).
+import {
+  type CallResult,
+  decodeFrame,
+  ErrorCode,
+  MalformedError,
+  type SessionCloseReason,
+  type wire,
+} from "@vgpu-ha/common";
+import type { IdleSessions } from "./idle-sessions.js";
+import type { Sequencer } from "./sequencer.js";
+import type { SessionAdmission } from "./session-admission.js";
+
+type Session = NonNullable<ReturnType<Sequencer["backend"]["sessions"]["get"]>>;
+type EndReason = Exclude<SessionCloseReason, "guest">;
+
+/** Messages queued on one stream past which it is not read; read again at QUEUE_RESUME. */
+export const QUEUE_PAUSE = 32;
+export const QUEUE_RESUME = 8;
+
+export interface GuestSessionsOptions<S> {
+  readonly sequencer: Sequencer;
+  readonly idle?: IdleSessions | undefined;
+  readonly admission?: SessionAdmission | undefined;
+  readonly nodeId: string;
+  readonly epoch: () => number;
+  /** Whether this node serves guests now; when not, what a stream sends is NOT_PRIMARY. */
+  readonly serving: () => boolean;
+  /** Replies whose seq is at most this may go out; -1 holds all, undefined releases at once. */
+  readonly replicatedSeq: () => number | undefined;
+  readonly redirect: () => string;
+  /** Frames a session may have sent and not had answered yet. */
+  readonly maxFramesInFlight: number;
+  /** Acks are split so that none exceeds half of this. */
+  readonly maxMessageBytes: number;
+  readonly newSessionId: () => string;
+  /** The driver's checks of an Open (cluster, credentials): a refusal, or undefined. */
+  readonly checkOpen: (stream: S, open: wire.Open) => Refusal | undefined;
+  /** Monotonic ms (idle sessions). */
+  readonly nowMs: () => number;
+}
+
+export interface Refusal {
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+/** A reply to a guest, in domain form; the driver encodes it. */
+export type GuestReply =
+  | {
+      readonly kind: "opened";
+      readonly sessionId: string;
+      readonly epoch: number;
+      readonly lastFrame: number;
+      readonly nodeId: string;
+    }
+  | {
+      readonly kind: "acks";
+      readonly epoch: number;
+      readonly ackedThrough: number;
+      readonly results: readonly { readonly number: number; readonly result: CallResult }[];
+    }
+  | { readonly kind: "closed" }
+  | {
+      readonly kind: "error";
+      readonly code: ErrorCode;
+      readonly message: string;
+      readonly redirect: string;
+    };
+
+/** What a reply released: its session, the frames it answers (0: Opened) and the seq it waited for. */
+export interface Released {
+  readonly sessionId: string;
+  readonly frame: number;
+  readonly seq: number;
+}
+
+export type GuestAction<S> =
+  | {
+      readonly kind: "reply";
+      readonly stream: S;
+      readonly reply: GuestReply;
+      readonly released: readonly Released[];
+    }
+  /** The node's half-close, after the replies before it. */
+  | { readonly kind: "end"; readonly stream: S }
+  | { readonly kind: "pause"; readonly stream: S }
+  | { readonly kind: "resume"; readonly stream: S }
+  /** An open over the tenant's rate: answer `refusal` after waitMs, read nothing meanwhile. */
+  | {
+      readonly kind: "refuse-later";
+      readonly stream: S;
+      readonly refusal: Refusal;
+      readonly waitMs: number;
+    }
+  | {
+      readonly kind: "session";
+      readonly event: "opened" | "resumed" | "closed";
+      readonly sessionId: string;
+      readonly tenant: string;
+    };
+
+/** What serving one unit of a stream's work did (for the driver's metrics and budgets). */
+export type Served =
+  | { readonly kind: "message" }
+  | {
+      readonly kind: "frame";
+      readonly tenant: string;
+      /** The frame did not decode (answered MALFORMED without applying it; counted rejected). */
+      readonly malformed: boolean;
+      readonly outcome: "applied" | "duplicate" | "rejected";
+      readonly op: string;
+      readonly code: ErrorCode;
+      /** MMIO stores applied by it. */
+      readonly stores: number;
+      /** A refused frame (counts against the tenant's refusal budget). */
+      readonly refused: boolean;
+      /** The stream's current Frames message has frames left. */
+      readonly more: boolean;
+    };
+
+type Pending =
+  | { readonly kind: "message"; readonly message: wire.GuestMessage }
+  | { readonly kind: "refuse"; readonly refusal: Refusal };
+
+interface Held {
+  readonly frame: number;
+  readonly seq: number;
+  readonly number: number;
+  readonly result: CallResult;
+}
+
+interface StreamState {
+  session: Session | undefined;
+  opened: { readonly seq: number; readonly reply: GuestReply & { kind: "opened" } } | undefined;
+  readonly held: Held[];
+  /** After a Close: the seq of the close entry; Closed goes out once it is replicated. */
+  closing: number | undefined;
+  readonly queue: Pending[];
+  /** Frames of the first queued message already served. */
+  served: number;
+  /** Frames received and not served yet (they count as in flight). */
+  queuedFrames: number;
+  /** The guest half-closed: end the stream once its queue is served. */
+  ended: boolean;
+}
+
+export class GuestSessions<S> {
+  private readonly o: GuestSessionsOptions<S>;
+  private readonly states = new Map<S, StreamState>();
+  /** The live stream of each session; a resume elsewhere ends the older one. */
+  private readonly bySession = new Map<string, S>();
+  private paused = false;
+  private actions: GuestAction<S>[] = [];
+  /** Highest seq acknowledged to a guest (status). */
+  ackedSeq = 0;
+  /** The highest seq any reply (an ack, a session opened or closed) went out for. */
+  releasedSeq = 0;
+  /** Frames applied, replies sent and sessions opened (for what a primary would discard). */
+  readonly applied = { frames: 0, acknowledged: 0, sessions: 0 };
+
+  constructor(options: GuestSessionsOptions<S>) {
+    this.o = options;
+  }
+
+  /** The actions since the last call, in order. */
+  takeActions(): GuestAction<S>[] {
+    const out = this.actions;
+    this.actions = [];
+    return out;
+  }
+
+  get openStreams(): number {
+    return this.bySession.size;
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  get heldReplies(): number {
+    let n = 0;
+    for (const s of this.states.values()) n += s.held.length;
+    return n;
+  }
+
+  has(stream: S): boolean {
+    return this.states.has(stream);
+  }
+
+  /** The fair-queue key of a stream: its tenant, "" before its session is open. */
+  tenantOf(stream: S): string {
+    return this.states.get(stream)?.session?.tenant ?? "";
+  }
+
+  /** Received and not served yet. */
+  hasWork(stream: S): boolean {
+    return (this.states.get(stream)?.queue.length ?? 0) > 0;
+  }
+
+  /** A new stream; it flows unless the node holds guests back. */
+  attach(stream: S): void {
+    this.states.set(stream, {
+      session: undefined,
+      opened: undefined,
+      held: [],
+      closing: undefined,
+      queue: [],
+      served: 0,
+      queuedFrames: 0,
+      ended: false,
+    });
+    this.flow(stream);
+  }
+
+  /** Queues a message in arrival order; the frames limit is judged now and refused in turn. */
+  receive(stream: S, message: wire.GuestMessage): void {
+    const state = this.states.get(stream);
+    if (state === undefined) return;
+    if (message.kind.case === "frames") {
+      const n = message.kind.value.frames.length;
+      const unanswered = state.held.length + state.queuedFrames + n;
+      const max = this.o.maxFramesInFlight;
+      if (unanswered > max) {
+        const message = `${unanswered} frames unanswered, limit ${max}`;
+        state.queue.push({ kind: "refuse", refusal: { code: ErrorCode.LIMIT_EXCEEDED, message } });
+      } else {
+        state.queuedFrames += n;
+        state.queue.push({ kind: "message", message });
+      }
+    } else {
+      state.queue.push({ kind: "message", message });
+    }
+  }
+
+  /** The guest half-closed: the stream ends once what it sent is served. */
+  guestEnded(stream: S): void {
+    const state = this.states.get(stream);
+    if (state === undefined) return;
+    state.ended = true;
+    if (state.queue.length === 0) this.finishEnded(stream);
+  }
+
+  /** The stream broke or was cancelled; its session's idle time starts. */
+  gone(stream: S): void {
+    this.forget(stream);
+  }
+
+  /** After a slice: true if the stream has more work; else ends it if the guest half-closed. */
+  afterSlice(stream: S): boolean {
+    const state = this.states.get(stream);
+    if (state === undefined) return false;
+    if (state.queue.length > 0) return true;
+    if (state.ended) this.finishEnded(stream);
+    else this.flow(stream);
+    return false;
+  }
+
+  /** Stops (or resumes) reading every stream: back-pressure while the standby lags. */
+  setPaused(paused: boolean): void {
+    if (paused === this.paused) return;
+    this.paused = paused;
+    for (const s of this.states.keys()) this.flow(s);
+  }
+
+  /**
+   * Serves one unit of the stream's first queued item: a whole message, a refusal, or one frame
+   * of a Frames message (the driver decides how many make a slice, then calls flush).
+   */
+  serveOne(stream: S): Served {
+    const state = this.states.get(stream)!;
+    const pending = state.queue[0]!;
+    if (pending.kind === "refuse") {
+      this.sessionError(stream, pending.refusal.code, pending.refusal.message);
+      return { kind: "message" };
+    }
+    const message = pending.message;
+    if (message.kind.case !== "frames") {
+      state.queue.shift();
+      this.onMessage(stream, state, message);
+      return { kind: "message" };
+    }
+    const frames = message.kind.value.frames;
+    const refusal = this.refusalOf(state);
+    if (refusal !== undefined || state.session === undefined) {
+      const r = refusal ?? { code: ErrorCode.MALFORMED, message: "open the session first" };
+      this.sessionError(stream, r.code, r.message, this.redirectFor(r.code));
+      return { kind: "message" };
+    }
+    const served = this.applyFrame(state, state.session, frames[state.served]!);
+    state.queuedFrames--;
+    state.served++;
+    const more = state.served < frames.length;
+    if (!more) {
+      state.queue.shift();
+      state.served = 0;
+    }
+    return { ...served, more };
+  }
+
+  /** Sends every held reply whose entry the standby has now applied. */
+  release(): void {
+    for (const s of [...this.states.keys()]) this.flush(s);
+  }
+
+  /** Writes the Opened reply and the held results that may go out now, in order. */
+  flush(stream: S): void {
+    const state = this.states.get(stream);
+    if (state === undefined) return;
+    const replicated = this.o.replicatedSeq();
+    const ready = (seq: number) => replicated === undefined || seq <= replicated;
+    if (state.opened) {
+      if (!ready(state.opened.seq)) return;
+      const { seq, reply } = state.opened;
+      this.releasedSeq = Math.max(this.releasedSeq, seq);
+      state.opened = undefined;
+      this.reply(stream, reply, [{ sessionId: reply.sessionId, frame: 0, seq }]);
+    }
+    let n = 0;
+    while (n < state.held.length && ready(state.held[n]!.seq)) n++;
+    if (n > 0) this.writeAcks(stream, state, state.held.splice(0, n));
+    if (state.closing !== undefined && state.held.length === 0 && ready(state.closing)) {
+      this.releasedSeq = Math.max(this.releasedSeq, state.closing);
+      this.reply(stream, { kind: "closed" }, []);
+      this.actions.push({ kind: "end", stream });
+      this.states.delete(stream);
+    }
+  }
+
+  /** Ends every stream with NOT_PRIMARY (shutdown or loss of the role); held replies are dropped. */
+  endAll(message: string): void {
+    for (const [stream, s] of [...this.states]) {
+      s.held.length = 0;
+      s.queue.length = 0;
+      this.sessionError(stream, ErrorCode.NOT_PRIMARY, message, this.o.redirect());
+    }
+    this.states.clear();
+    this.bySession.clear();
+  }
+
+  /**
+   * Ends a session its guest did not close (the idle reaper, an operator) through the log; a
+   * stream still attached is told SESSION_EXPIRED. The close entry's seq and the session's
+   * tenant; undefined for no such session.
+   */
+  endSession(id: string, reason: EndReason): { seq: number; tenant: string } | undefined {
+    const session = this.o.sequencer.backend.sessions.get(id);
+    if (session === undefined) return undefined;
+    const seq = this.o.sequencer.closeSession(id, reason);
+    this.o.idle?.forget(id);
+    const stream = this.bySession.get(id);
+    const state = stream === undefined ? undefined : this.states.get(stream);
+    if (stream !== undefined && state !== undefined) {
+      state.held.length = 0;
+      this.sessionError(stream, ErrorCode.SESSION_EXPIRED, expiredMessage(reason));
+    }
+    return { seq, tenant: session.tenant };
+  }
+
+  /** Ends up to `max` sessions idle past the idle limit (longest idle first); ids and tenants. */
+  reapIdle(max: number): { id: string; tenant: string }[] {
+    const idle = this.o.idle;
+    if (idle === undefined || idle.idleMs === 0 || !this.o.serving()) return [];
+    const due = idle.tick(this.o.sequencer.backend.sessions.keys(), this.o.nowMs(), max);
+    const out: { id: string; tenant: string }[] = [];
+    for (const id of due) {
+      const ended = this.endSession(id, "idle");
+      if (ended !== undefined) out.push({ id, tenant: ended.tenant });
+    }
+    return out;
+  }
+
+  /** Sessions open on this node (replicated state: a resumed or failed-over one counts). */
+  private sessionCounts(tenant: string): { total: number; ofTenant: number } {
+    const sessions = this.o.sequencer.backend.sessions;
+    let ofTenant = 0;
+    for (const s of sessions.values()) if (s.tenant === tenant) ofTenant++;
+    return { total: sessions.size, ofTenant };
+  }
+
+  /**
+   * Pauses a stream whose queue has grown past QUEUE_PAUSE messages (its tenant gets its turns;
+   * the rest waits in the transport), or all while the node holds guests back; resumes it once
+   * it is down to QUEUE_RESUME. Pausing on every queued message instead cost a pause/resume
+   * round per message and cut a single session's call rate by four.
+   */
+  flow(stream: S): void {
+    if (!this.states.has(stream)) return;
+    const n = this.states.get(stream)?.queue.length ?? 0;
+    if (this.paused || n > QUEUE_PAUSE) this.actions.push({ kind: "pause", stream });
+    else if (n <= QUEUE_RESUME) this.actions.push({ kind: "resume", stream });
+  }
+
+  private finishEnded(stream: S): void {
+    this.forget(stream);
+    this.actions.push({ kind: "end", stream });
+  }
+
+  private forget(stream: S): void {
+    const state = this.states.get(stream);
+    if (state === undefined) return;
+    this.states.delete(stream);
+    state.queue.length = 0;
+    state.queuedFrames = 0;
+    const id = state.session?.id;
+    if (id !== undefined && this.bySession.get(id) === stream) {
+      this.bySession.delete(id);
+      // Its idle time starts now, unless the session itself is gone.
+      if (this.o.sequencer.backend.sessions.has(id)) this.o.idle?.detach(id, this.o.nowMs());
+    }
+  }
+
+  /** Why nothing a stream sends may be served now: not serving, or after its Close. */
+  private refusalOf(state: StreamState): Refusal | undefined {
+    if (!this.o.serving()) {
+      return { code: ErrorCode.NOT_PRIMARY, message: "this node does not serve guests now" };
+    }
+    if (state.closing !== undefined)
+      return { code: ErrorCode.MALFORMED, message: "message after Close" };
+    return undefined;
+  }
+
+  private redirectFor(code: ErrorCode): string {
+    return code === ErrorCode.NOT_PRIMARY ? this.o.redirect() : "";
+  }
+
+  private onMessage(stream: S, state: StreamState, message: wire.GuestMessage): void {
+    const refusal = this.refusalOf(state);
+    if (refusal !== undefined) {
+      this.sessionError(stream, refusal.code, refusal.message, this.redirectFor(refusal.code));
+      return;
+    }
+    const kind = message.kind;
+    switch (kind.case) {
+      case "open":
+        if (state.session !== undefined) {
+          this.sessionError(stream, ErrorCode.MALFORMED, "session already open on this stream");
+          return;
+        }
+        this.open(stream, state, kind.value);
+        return;
+      case "close":
+        // Closed follows the replies still held, once the close itself is replicated.
+        state.closing = 0;
+        if (state.session !== undefined) {
+          const { id, tenant } = state.session;
+          state.closing = this.o.sequencer.closeSession(id);
+          this.bySession.delete(id);
+          this.o.idle?.forget(id);
+          this.actions.push({ kind: "session", event: "closed", sessionId: id, tenant });
+        }
+        this.flush(stream);
+        return;
+      default:
+        this.sessionError(stream, ErrorCode.MALFORMED, "empty guest message");
+    }
+  }
+
+  private open(stream: S, state: StreamState, open: wire.Open): void {
+    const refused = this.o.checkOpen(stream, open);
+    if (refused !== undefined) {
+      this.sessionError(stream, refused.code, refused.message);
+      return;
+    }
+    const resume = open.resumeSessionId !== "";
+    const session = resume ? this.resume(stream, open) : this.create(stream, open);
+    if (session === undefined) return;
+    const { sequencer } = this.o;
+    // A resumed session's frames so far may not all be on the standby yet.
+    const seq = sequencer.log.lastSeq + (resume && sequencer.mmioPending ? 1 : 0);
+    state.session = session;
+    this.bySession.set(session.id, stream);
+    if (resume) this.o.idle?.attach(session.id);
+    else this.o.idle?.opened(session.id, this.o.nowMs());
+    this.actions.push({
+      kind: "session",
+      event: resume ? "resumed" : "opened",
+      sessionId: session.id,
+      tenant: session.tenant,
+    });
+    state.opened = {
+      seq,
+      reply: {
+        kind: "opened",
+        sessionId: session.id,
+        epoch: this.o.epoch(),
+        lastFrame: session.lastFrame,
+        nodeId: this.o.nodeId,
+      },
+    };
+    this.flush(stream);
+  }
+
+  private resume(stream: S, open: wire.Open): Session | undefined {
+    const { sequencer } = this.o;
+    const session = sequencer.backend.sessions.get(open.resumeSessionId);
+    // Someone else's session is exactly as unknown as a session that never existed.
+    if (session === undefined || session.tenant !== open.tenant) {
+      const ended = sequencer.backend.ended.get(open.resumeSessionId);
+      if (ended !== undefined && ended.tenant === open.tenant) {
+        this.sessionError(stream, ErrorCode.SESSION_EXPIRED, expiredMessage(ended.reason));
+      } else {
+        this.sessionError(stream, ErrorCode.UNKNOWN_SESSION, "no such session");
+      }
+      return undefined;
+    }
+    const older = this.bySession.get(session.id);
+    if (older !== undefined && older !== stream) {
+      this.sessionError(older, ErrorCode.UNKNOWN_SESSION, "session resumed on another stream");
+    }
+    return session;
+  }
+
+  private create(stream: S, open: wire.Open): Session | undefined {
+    const refused = this.o.admission?.admit(open.tenant, this.sessionCounts(open.tenant));
+    if (refused) {
+      const refusal = { code: ErrorCode.LIMIT_EXCEEDED, message: refused.reason };
+      if (refused.waitMs <= 0) {
+        this.sessionError(stream, refusal.code, refusal.message);
+      } else {
+        this.forget(stream);
+        this.actions.push({ kind: "refuse-later", stream, refusal, waitMs: refused.waitMs });
+      }
+      return undefined;
+    }
+    const opened = this.o.sequencer.openSession(this.o.newSessionId(), open.tenant);
+    if ("code" in opened) {
+      this.sessionError(stream, opened.code, opened.message);
+      return undefined;
+    }
+    this.applied.sessions++;
+    return opened;
+  }
+
+  private applyFrame(
+    state: StreamState,
+    session: Session,
+    wireFrame: wire.Frame,
+  ): Omit<Served & { kind: "frame" }, "more"> {
+    const tenant = session.tenant;
+    const frame = decodeFrame(wireFrame);
+    if (frame instanceof MalformedError) {
+      const number = Number(wireFrame.number);
+      const result = malformedResult(frame);
+      state.held.push({ frame: session.lastFrame, seq: 0, number, result });
+      const code = ErrorCode.MALFORMED;
+      return {
+        kind: "frame",
+        tenant,
+        malformed: true,
+        outcome: "rejected",
+        op: "",
+        code,
+        stores: 0,
+        refused: true,
+      };
+    }
+    const { outcome, seq } = this.o.sequencer.applyFrame(session, frame);
+    if (outcome.kind === "applied") this.applied.frames++;
+    const result = outcome.result;
+    state.held.push({ frame: session.lastFrame, seq, number: frame.number, result });
+    const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
+    const ok = result.code === ErrorCode.OK;
+    const stores = frame.body.kind === "stores" && ok ? frame.body.batch.offsets.length : 0;
+    return {
+      kind: "frame",
+      tenant,
+      malformed: false,
+      outcome: outcome.kind,
+      op,
+      code: result.code,
+      stores: outcome.kind === "applied" ? stores : 0,
+      // A replayed reply is not counted: a resumed session may re-send many at once.
+      refused: outcome.kind !== "duplicate" && !ok,
+    };
+  }
+
+  /** One or more Acks replies, none above half the message limit. */
+  private writeAcks(stream: S, state: StreamState, out: Held[]): void {
+    const budget = this.o.maxMessageBytes / 2;
+    const sessionId = state.session?.id ?? "";
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i <= out.length; i++) {
+      const size = i < out.length ? resultBytes(out[i]!.result) : 0;
+      if (i === out.length || (i > start && bytes + size > budget)) {
+        const part = out.slice(start, i);
+        const last = part.at(-1)!;
+        this.applied.acknowledged += part.length;
+        if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
+        if (last.seq > this.releasedSeq) this.releasedSeq = last.seq;
+        const reply: GuestReply = {
+          kind: "acks",
+          epoch: this.o.epoch(),
+          ackedThrough: last.frame,
+          results: part.map((h) => ({ number: h.number, result: h.result })),
+        };
+        this.reply(
+          stream,
+          reply,
+          part.map((h) => ({ sessionId, frame: h.number, seq: h.seq })),
+        );
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
+  }
+
+  private reply(stream: S, reply: GuestReply, released: readonly Released[]): void {
+    this.actions.push({ kind: "reply", stream, reply, released });
+  }
+
+  private sessionError(stream: S, code: ErrorCode, message: string, redirect = ""): void {
+    this.reply(stream, { kind: "error", code, message, redirect }, []);
+    this.actions.push({ kind: "end", stream });
+    this.forget(stream);
+  }
+}
+
+/** What a guest resuming a session the pair ended is told (SESSION_EXPIRED). */
+export function expiredMessage(reason: EndReason): string {
+  const why =
+    reason === "idle"
+      ? "reaped: no stream was attached for guest.sessionIdleSeconds"
+      : "closed by an operator";
+  return `session ${why}; its contexts and buffers were freed: open a new session`;
+}
+
+function resultBytes(r: CallResult): number {
+  return 64 + (r.output.kind === "data" ? r.output.data.byteLength : 0);
+}
+
+function malformedResult(e: MalformedError): CallResult {
+  return { code: ErrorCode.MALFORMED, message: e.message, output: { kind: "none" } };
+}
