@@ -2,7 +2,7 @@
 // domain types, the stream carries protobuf-es objects).
 import { create } from "@bufbuild/protobuf";
 import { encodeFrameResult, wire } from "@vgpu-ha/common";
-import type { GuestReply } from "./core/guest-sessions.js";
+import type { GuestReply } from "./core/guest-session-types.js";
 
 export function encodeReply(reply: GuestReply): wire.NodeMessage {
   switch (reply.kind) {

@@ -15,8 +15,6 @@ import {
   type GuestLink,
   type GuestServerStream,
   grpcGuestLink,
-  type Logger,
-  type NodeMetrics,
   nodeTimers,
   type ServiceHandlers,
   type TimerHandle,
@@ -25,83 +23,18 @@ import {
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
 import { FirstMessageDeadlines } from "./core/guest-guard.js";
-import {
-  type GuestAction,
-  GuestSessions,
-  type Refusal,
-  type Released,
-  type Served,
-} from "./core/guest-sessions.js";
-import type { IdleSessions } from "./core/idle-sessions.js";
-import type { Sequencer } from "./core/sequencer.js";
-import type { SessionAdmission } from "./core/session-admission.js";
-import { TokenBucket } from "./core/token-bucket.js";
+import type { GuestAction, Refusal, Released, Served } from "./core/guest-session-types.js";
+import { GuestSessions } from "./core/guest-sessions.js";
 import { encodeReply } from "./guest-replies.js";
-import type { TenantAuth } from "./tenant-auth.js";
+import type { GuestServiceDeps } from "./guest-service-deps.js";
+import { checkOpen, reportRefusal } from "./open-checks.js";
+import { RefusalBudgets } from "./refusal-budgets.js";
 
-export interface GuestServiceDeps {
-  readonly sequencer: Sequencer;
-  readonly auth: TenantAuth;
-  /** Limits on new sessions (counts and rate); none: unlimited. */
-  readonly admission?: SessionAdmission;
-  /**
-   * Refused frames a tenant may cause per second (and in a burst): past them its streams wait
-   * for the budget to refill before more of its frames are read. None: unlimited.
-   */
-  readonly refusals?: { readonly perSecond: number; readonly burst: number };
-  /** Monotonic milliseconds (refusal budget, idle sessions); default performance.now. */
-  readonly nowMs?: () => number;
-  /** Which sessions have no stream attached, and since when (the idle reaper's rule). */
-  readonly idle?: IdleSessions;
-  readonly metrics: NodeMetrics;
-  readonly log: Logger;
-  readonly nodeId: string;
-  readonly epoch: () => number;
-  /** Frames a session may have sent and not had answered yet. */
-  readonly maxFramesInFlight: number;
-  /** Largest gRPC message: replies are split so no Acks message exceeds half of it. */
-  readonly maxMessageBytes: number;
-  /** Whether this node serves guests now; when not, streams get NOT_PRIMARY. */
-  readonly serving: () => boolean;
-  /**
-   * Replies whose seq is at most this may go out: the seq the standby has applied (sync mode),
-   * -1 to hold every reply (a primary without its lease), undefined to release at once.
-   */
-  readonly replicatedSeq: () => number | undefined;
-  /** Called after each guest message was applied (to schedule MMIO flush and sending). */
-  readonly afterApply?: () => void;
-  /** Where guests should go instead, for NOT_PRIMARY. */
-  readonly redirect?: () => string;
-  /** This node's cluster id: an Open naming another one is answered WRONG_CLUSTER. */
-  readonly clusterId?: string;
-  /** A stream that sends no first message for this long is closed; none: never. */
-  readonly openTimeoutMs?: number;
-  /** Told of each guest refused for an open timeout, failed authentication or wrong cluster. */
-  readonly onRefused?: (reason: GuestServiceRefusal, refusal: GuestRefusalInfo) => void;
-  /** Timers (open timeout, refusal budgets, delayed refusals); default Node's. */
-  readonly timers?: Timers;
-  /** Runs `fn` after the host has read its sockets again (the next turn); default setImmediate. */
-  readonly defer?: (fn: () => void) => void;
-  /** Service time in ms, for the fair slices; default performance.now. */
-  readonly cpuMs?: () => number;
-  /** A new session's id; default a random UUID. */
-  readonly newSessionId?: () => string;
-  /** Told of every reply as it leaves, with what it released (the simulator's checker). */
-  readonly onReply?: (
-    link: GuestLink,
-    message: wire.NodeMessage,
-    released: readonly Released[],
-  ) => void;
-}
-
-export type GuestServiceRefusal = "open_timeout" | "auth" | "wrong_cluster";
-
-export interface GuestRefusalInfo {
-  /** ip:port of the guest's connection. */
-  readonly remote: string;
-  /** The tenant name as the guest gave it. */
-  readonly tenant?: string;
-}
+export type {
+  GuestRefusalInfo,
+  GuestServiceDeps,
+  GuestServiceRefusal,
+} from "./guest-service-deps.js";
 
 /**
  * One slice of service: frames are applied until it has taken this long (at least one). 0.2 ms
@@ -111,10 +44,6 @@ export interface GuestRefusalInfo {
 const SLICE_MS = 2;
 /** The service runs slices for this long, then lets the event loop read sockets again. */
 const TURN_MS = 5;
-/** A tenant out of refusal budget waits until it has this long's worth of it again. */
-const REFILL_BATCH_MS = 50;
-/** Longest tenant name a refusal reports (the name is the guest's, unchecked). */
-const REPORTED_TENANT_CHARS = 128;
 /** The fair-queue key of streams whose session is not open yet. */
 const UNOPENED = "";
 /** Session ids named in one "idle sessions reaped" line, at most (the count is exact). */
@@ -130,7 +59,7 @@ export class GuestService {
   private readonly scheduled = new Set<GuestLink>();
   private turnScheduled = false;
   /** Each tenant's budget of refused frames. */
-  private readonly refusalBudgets = new Map<string, TokenBucket>();
+  private readonly budgets: RefusalBudgets;
   /** Streams of tenants out of refusal budget, waiting for it to refill. */
   private readonly parked = new Map<string, GuestLink[]>();
   private parkTimer: TimerHandle | undefined;
@@ -142,6 +71,7 @@ export class GuestService {
     this.deps = deps;
     this.timers = deps.timers ?? nodeTimers;
     this.cpuMs = deps.cpuMs ?? (() => performance.now());
+    this.budgets = new RefusalBudgets(deps.refusals, () => this.now());
     this.firstMessage =
       deps.openTimeoutMs !== undefined ? new FirstMessageDeadlines(deps.openTimeoutMs) : undefined;
     this.sessions = new GuestSessions<GuestLink>({
@@ -156,7 +86,7 @@ export class GuestService {
       maxFramesInFlight: deps.maxFramesInFlight,
       maxMessageBytes: deps.maxMessageBytes,
       newSessionId: deps.newSessionId ?? (() => randomUUID()),
-      checkOpen: (link, open) => this.checkOpen(link, open),
+      checkOpen: (link, open) => checkOpen(deps, link, open),
       nowMs: () => this.now(),
     });
   }
@@ -286,7 +216,7 @@ export class GuestService {
         this.scheduled.delete(link);
         continue;
       }
-      if (next.key !== UNOPENED && this.outOfBudget(next.key)) {
+      if (next.key !== UNOPENED && this.budgets.out(next.key)) {
         this.park(next.key, link); // stays scheduled: it waits for its budget
         continue;
       }
@@ -314,7 +244,7 @@ export class GuestService {
       const r = this.sessions.serveOne(link);
       if (r.kind !== "frame") break;
       this.count(r, this.cpuMs() - t0);
-      if (r.refused && !this.takeRefusal(r.tenant)) {
+      if (r.refused && !this.budgets.take(r.tenant)) {
         if (!r.malformed) this.deps.metrics.refusalThrottles.inc({ tenant: r.tenant });
         break;
       }
@@ -395,30 +325,6 @@ export class GuestService {
     link.onGone(() => this.timers.clear(timer));
   }
 
-  /** Cluster and credentials of an Open, before the session machine looks at it. */
-  private checkOpen(link: GuestLink, open: wire.Open): Refusal | undefined {
-    const { clusterId, auth } = this.deps;
-    // Before the credentials: a guest of another cluster must hear so, not UNAUTHENTICATED.
-    if (open.clusterId !== "" && clusterId !== undefined && open.clusterId !== clusterId) {
-      this.refused("wrong_cluster", link, open.tenant);
-      const named = open.clusterId.slice(0, REPORTED_TENANT_CHARS);
-      return { code: ErrorCode.WRONG_CLUSTER, message: `this node is not of cluster ${named}` };
-    }
-    if (!auth.check(open.tenant, open.token, link.certificateNames)) {
-      this.refused("auth", link, open.tenant);
-      return { code: ErrorCode.UNAUTHENTICATED, message: "unknown tenant or wrong token" };
-    }
-    return undefined;
-  }
-
-  private refused(reason: GuestServiceRefusal, link: GuestLink, tenant?: string): void {
-    if (this.deps.onRefused === undefined) return;
-    this.deps.onRefused(reason, {
-      remote: link.remote,
-      ...(tenant !== undefined ? { tenant: tenant.slice(0, REPORTED_TENANT_CHARS) } : {}),
-    });
-  }
-
   // ---- sessions ended by the node: the idle reaper and operators ----
 
   /**
@@ -481,7 +387,7 @@ export class GuestService {
   private closeSilent(): void {
     const timeoutMs = this.firstMessage?.timeoutMs;
     for (const link of this.firstMessage?.expired(this.now()) ?? []) {
-      this.refused("open_timeout", link);
+      reportRefusal(this.deps, "open_timeout", link);
       this.act({
         kind: "reply",
         stream: link,
@@ -505,32 +411,6 @@ export class GuestService {
     return this.deps.nowMs?.() ?? performance.now();
   }
 
-  private budgetOf(tenant: string): TokenBucket | undefined {
-    const r = this.deps.refusals;
-    if (r === undefined) return undefined;
-    let b = this.refusalBudgets.get(tenant);
-    if (b === undefined) {
-      b = new TokenBucket(r.perSecond, r.burst, this.now());
-      this.refusalBudgets.set(tenant, b);
-    }
-    return b;
-  }
-
-  /** Refusals a parked tenant waits for (REFILL_BATCH_MS worth), so it wakes rarely. */
-  private batch(): number {
-    return Math.max(1, Math.ceil(((this.deps.refusals?.perSecond ?? 0) * REFILL_BATCH_MS) / 1000));
-  }
-
-  private outOfBudget(tenant: string): boolean {
-    const b = this.budgetOf(tenant);
-    return b !== undefined && !b.has(this.now());
-  }
-
-  /** Counts one refused frame; false once the tenant's budget is spent. */
-  private takeRefusal(tenant: string): boolean {
-    return this.budgetOf(tenant)?.take(this.now()) ?? true;
-  }
-
   /** Holds a stream of an out-of-budget tenant until its budget has a token again. */
   private park(tenant: string, link: GuestLink): void {
     const list = this.parked.get(tenant);
@@ -543,7 +423,7 @@ export class GuestService {
     if (this.parkTimer !== undefined || this.parked.size === 0) return;
     let waitMs = Number.POSITIVE_INFINITY;
     for (const tenant of this.parked.keys()) {
-      waitMs = Math.min(waitMs, this.budgetOf(tenant)?.waitMs(this.now(), this.batch()) ?? 0);
+      waitMs = Math.min(waitMs, this.budgets.waitMs(tenant));
     }
     this.parkTimer = this.timers.setTimeout(Math.max(1, Math.ceil(waitMs)), () => this.unpark());
   }
@@ -551,7 +431,7 @@ export class GuestService {
   private unpark(): void {
     this.parkTimer = undefined;
     for (const [tenant, list] of [...this.parked]) {
-      if (!(this.budgetOf(tenant)?.has(this.now(), this.batch()) ?? true)) continue;
+      if (!this.budgets.refilled(tenant)) continue;
       this.parked.delete(tenant);
       for (const link of list) {
         if (this.sessions.has(link)) this.fair.push(tenant, link);

@@ -5,14 +5,14 @@ export {
   GuestGuard,
   type GuestGuardLimits,
 } from "./core/guest-guard.js";
-export {
-  type GuestAction,
-  type GuestReply,
-  GuestSessions,
-  type GuestSessionsOptions,
-  type Released,
-  type Served,
-} from "./core/guest-sessions.js";
+export type {
+  GuestAction,
+  GuestReply,
+  GuestSessionsOptions,
+  Released,
+  Served,
+} from "./core/guest-session-types.js";
+export { GuestSessions } from "./core/guest-sessions.js";
 export { IdleSessions, type SessionActivity } from "./core/idle-sessions.js";
 export {
   Sender,

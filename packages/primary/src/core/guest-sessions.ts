@@ -11,151 +11,32 @@
 // every reply before it; a resume elsewhere ends the older stream; when the role ends every
 // stream is told NOT_PRIMARY with the redirect and held replies are dropped (a failover may lose
 // them: they were never promised).
+import { ErrorCode, type SessionCloseReason, type wire } from "@vgpu-ha/common";
+import type {
+  GuestAction,
+  GuestReply,
+  GuestSessionsOptions,
+  Refusal,
+  Released,
+  Served,
+  StreamState,
+} from "./guest-session-types.js";
 import {
-  type CallResult,
-  decodeFrame,
-  ErrorCode,
-  MalformedError,
-  type SessionCloseReason,
-  type wire,
-} from "@vgpu-ha/common";
-import type { IdleSessions } from "./idle-sessions.js";
+  applyFrame,
+  expiredMessage,
+  type Held,
+  newSession,
+  resumedSession,
+  type Session,
+  splitAcks,
+} from "./guest-steps.js";
 import type { Sequencer } from "./sequencer.js";
-import type { SessionAdmission } from "./session-admission.js";
 
-type Session = NonNullable<ReturnType<Sequencer["backend"]["sessions"]["get"]>>;
 type EndReason = Exclude<SessionCloseReason, "guest">;
 
 /** Messages queued on one stream past which it is not read; read again at QUEUE_RESUME. */
 export const QUEUE_PAUSE = 32;
 export const QUEUE_RESUME = 8;
-
-export interface GuestSessionsOptions<S> {
-  readonly sequencer: Sequencer;
-  readonly idle?: IdleSessions | undefined;
-  readonly admission?: SessionAdmission | undefined;
-  readonly nodeId: string;
-  readonly epoch: () => number;
-  /** Whether this node serves guests now; when not, what a stream sends is NOT_PRIMARY. */
-  readonly serving: () => boolean;
-  /** Replies whose seq is at most this may go out; -1 holds all, undefined releases at once. */
-  readonly replicatedSeq: () => number | undefined;
-  readonly redirect: () => string;
-  /** Frames a session may have sent and not had answered yet. */
-  readonly maxFramesInFlight: number;
-  /** Acks are split so that none exceeds half of this. */
-  readonly maxMessageBytes: number;
-  readonly newSessionId: () => string;
-  /** The driver's checks of an Open (cluster, credentials): a refusal, or undefined. */
-  readonly checkOpen: (stream: S, open: wire.Open) => Refusal | undefined;
-  /** Monotonic ms (idle sessions). */
-  readonly nowMs: () => number;
-}
-
-export interface Refusal {
-  readonly code: ErrorCode;
-  readonly message: string;
-}
-
-/** A reply to a guest, in domain form; the driver encodes it. */
-export type GuestReply =
-  | {
-      readonly kind: "opened";
-      readonly sessionId: string;
-      readonly epoch: number;
-      readonly lastFrame: number;
-      readonly nodeId: string;
-    }
-  | {
-      readonly kind: "acks";
-      readonly epoch: number;
-      readonly ackedThrough: number;
-      readonly results: readonly { readonly number: number; readonly result: CallResult }[];
-    }
-  | { readonly kind: "closed" }
-  | {
-      readonly kind: "error";
-      readonly code: ErrorCode;
-      readonly message: string;
-      readonly redirect: string;
-    };
-
-/** What a reply released: its session, the frames it answers (0: Opened) and the seq it waited for. */
-export interface Released {
-  readonly sessionId: string;
-  readonly frame: number;
-  readonly seq: number;
-}
-
-export type GuestAction<S> =
-  | {
-      readonly kind: "reply";
-      readonly stream: S;
-      readonly reply: GuestReply;
-      readonly released: readonly Released[];
-    }
-  /** The node's half-close, after the replies before it. */
-  | { readonly kind: "end"; readonly stream: S }
-  | { readonly kind: "pause"; readonly stream: S }
-  | { readonly kind: "resume"; readonly stream: S }
-  /** An open over the tenant's rate: answer `refusal` after waitMs, read nothing meanwhile. */
-  | {
-      readonly kind: "refuse-later";
-      readonly stream: S;
-      readonly refusal: Refusal;
-      readonly waitMs: number;
-    }
-  | {
-      readonly kind: "session";
-      readonly event: "opened" | "resumed" | "closed";
-      readonly sessionId: string;
-      readonly tenant: string;
-    };
-
-/** What serving one unit of a stream's work did (for the driver's metrics and budgets). */
-export type Served =
-  | { readonly kind: "message" }
-  | {
-      readonly kind: "frame";
-      readonly tenant: string;
-      /** The frame did not decode (answered MALFORMED without applying it; counted rejected). */
-      readonly malformed: boolean;
-      readonly outcome: "applied" | "duplicate" | "rejected";
-      readonly op: string;
-      readonly code: ErrorCode;
-      /** MMIO stores applied by it. */
-      readonly stores: number;
-      /** A refused frame (counts against the tenant's refusal budget). */
-      readonly refused: boolean;
-      /** The stream's current Frames message has frames left. */
-      readonly more: boolean;
-    };
-
-type Pending =
-  | { readonly kind: "message"; readonly message: wire.GuestMessage }
-  | { readonly kind: "refuse"; readonly refusal: Refusal };
-
-interface Held {
-  readonly frame: number;
-  readonly seq: number;
-  readonly number: number;
-  readonly result: CallResult;
-}
-
-interface StreamState {
-  session: Session | undefined;
-  opened: { readonly seq: number; readonly reply: GuestReply & { kind: "opened" } } | undefined;
-  readonly held: Held[];
-  /** After a Close: the seq of the close entry; Closed goes out once it is replicated. */
-  closing: number | undefined;
-  readonly queue: Pending[];
-  /** Frames of the first queued message already served. */
-  served: number;
-  /** Frames received and not served yet (they count as in flight). */
-  queuedFrames: number;
-  /** The guest half-closed: end the stream once its queue is served. */
-  ended: boolean;
-}
 
 export class GuestSessions<S> {
   private readonly o: GuestSessionsOptions<S>;
@@ -299,7 +180,9 @@ export class GuestSessions<S> {
       this.sessionError(stream, r.code, r.message, this.redirectFor(r.code));
       return { kind: "message" };
     }
-    const served = this.applyFrame(state, state.session, frames[state.served]!);
+    const { held, served } = applyFrame(this.o.sequencer, state.session, frames[state.served]!);
+    state.held.push(held);
+    if (served.outcome === "applied" && !served.malformed) this.applied.frames++;
     state.queuedFrames--;
     state.served++;
     const more = state.served < frames.length;
@@ -380,14 +263,6 @@ export class GuestSessions<S> {
       if (ended !== undefined) out.push({ id, tenant: ended.tenant });
     }
     return out;
-  }
-
-  /** Sessions open on this node (replicated state: a resumed or failed-over one counts). */
-  private sessionCounts(tenant: string): { total: number; ofTenant: number } {
-    const sessions = this.o.sequencer.backend.sessions;
-    let ofTenant = 0;
-    for (const s of sessions.values()) if (s.tenant === tenant) ofTenant++;
-    return { total: sessions.size, ofTenant };
   }
 
   /**
@@ -504,118 +379,50 @@ export class GuestSessions<S> {
   }
 
   private resume(stream: S, open: wire.Open): Session | undefined {
-    const { sequencer } = this.o;
-    const session = sequencer.backend.sessions.get(open.resumeSessionId);
-    // Someone else's session is exactly as unknown as a session that never existed.
-    if (session === undefined || session.tenant !== open.tenant) {
-      const ended = sequencer.backend.ended.get(open.resumeSessionId);
-      if (ended !== undefined && ended.tenant === open.tenant) {
-        this.sessionError(stream, ErrorCode.SESSION_EXPIRED, expiredMessage(ended.reason));
-      } else {
-        this.sessionError(stream, ErrorCode.UNKNOWN_SESSION, "no such session");
-      }
+    const step = resumedSession(this.o.sequencer, open);
+    if ("refusal" in step) {
+      this.sessionError(stream, step.refusal.code, step.refusal.message);
       return undefined;
     }
-    const older = this.bySession.get(session.id);
+    const older = this.bySession.get(step.session.id);
     if (older !== undefined && older !== stream) {
       this.sessionError(older, ErrorCode.UNKNOWN_SESSION, "session resumed on another stream");
     }
-    return session;
+    return step.session;
   }
 
   private create(stream: S, open: wire.Open): Session | undefined {
-    const refused = this.o.admission?.admit(open.tenant, this.sessionCounts(open.tenant));
-    if (refused) {
-      const refusal = { code: ErrorCode.LIMIT_EXCEEDED, message: refused.reason };
-      if (refused.waitMs <= 0) {
-        this.sessionError(stream, refusal.code, refusal.message);
-      } else {
-        this.forget(stream);
-        this.actions.push({ kind: "refuse-later", stream, refusal, waitMs: refused.waitMs });
-      }
-      return undefined;
+    const step = newSession(this.o, open);
+    if ("session" in step) {
+      this.applied.sessions++;
+      return step.session;
     }
-    const opened = this.o.sequencer.openSession(this.o.newSessionId(), open.tenant);
-    if ("code" in opened) {
-      this.sessionError(stream, opened.code, opened.message);
-      return undefined;
+    const { refusal, waitMs } = step;
+    if (waitMs <= 0) {
+      this.sessionError(stream, refusal.code, refusal.message);
+    } else {
+      this.forget(stream);
+      this.actions.push({ kind: "refuse-later", stream, refusal, waitMs });
     }
-    this.applied.sessions++;
-    return opened;
-  }
-
-  private applyFrame(
-    state: StreamState,
-    session: Session,
-    wireFrame: wire.Frame,
-  ): Omit<Served & { kind: "frame" }, "more"> {
-    const tenant = session.tenant;
-    const frame = decodeFrame(wireFrame);
-    if (frame instanceof MalformedError) {
-      const number = Number(wireFrame.number);
-      const result = malformedResult(frame);
-      state.held.push({ frame: session.lastFrame, seq: 0, number, result });
-      const code = ErrorCode.MALFORMED;
-      return {
-        kind: "frame",
-        tenant,
-        malformed: true,
-        outcome: "rejected",
-        op: "",
-        code,
-        stores: 0,
-        refused: true,
-      };
-    }
-    const { outcome, seq } = this.o.sequencer.applyFrame(session, frame);
-    if (outcome.kind === "applied") this.applied.frames++;
-    const result = outcome.result;
-    state.held.push({ frame: session.lastFrame, seq, number: frame.number, result });
-    const op = frame.body.kind === "call" ? frame.body.call.op : "stores";
-    const ok = result.code === ErrorCode.OK;
-    const stores = frame.body.kind === "stores" && ok ? frame.body.batch.offsets.length : 0;
-    return {
-      kind: "frame",
-      tenant,
-      malformed: false,
-      outcome: outcome.kind,
-      op,
-      code: result.code,
-      stores: outcome.kind === "applied" ? stores : 0,
-      // A replayed reply is not counted: a resumed session may re-send many at once.
-      refused: outcome.kind !== "duplicate" && !ok,
-    };
+    return undefined;
   }
 
   /** One or more Acks replies, none above half the message limit. */
   private writeAcks(stream: S, state: StreamState, out: Held[]): void {
-    const budget = this.o.maxMessageBytes / 2;
     const sessionId = state.session?.id ?? "";
-    let start = 0;
-    let bytes = 0;
-    for (let i = 0; i <= out.length; i++) {
-      const size = i < out.length ? resultBytes(out[i]!.result) : 0;
-      if (i === out.length || (i > start && bytes + size > budget)) {
-        const part = out.slice(start, i);
-        const last = part.at(-1)!;
-        this.applied.acknowledged += part.length;
-        if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
-        if (last.seq > this.releasedSeq) this.releasedSeq = last.seq;
-        const reply: GuestReply = {
-          kind: "acks",
-          epoch: this.o.epoch(),
-          ackedThrough: last.frame,
-          results: part.map((h) => ({ number: h.number, result: h.result })),
-        };
-        this.reply(
-          stream,
-          reply,
-          part.map((h) => ({ sessionId, frame: h.number, seq: h.seq })),
-        );
-        start = i;
-        bytes = 0;
-      }
-      bytes += size;
+    for (const part of splitAcks(out, this.o.maxMessageBytes / 2)) {
+      const last = part.at(-1)!;
+      this.applied.acknowledged += part.length;
+      if (last.seq > this.ackedSeq) this.ackedSeq = last.seq;
+      if (last.seq > this.releasedSeq) this.releasedSeq = last.seq;
+      const reply: GuestReply = {
+        kind: "acks",
+        epoch: this.o.epoch(),
+        ackedThrough: last.frame,
+        results: part.map((h) => ({ number: h.number, result: h.result })),
+      };
+      const released = part.map((h) => ({ sessionId, frame: h.number, seq: h.seq }));
+      this.reply(stream, reply, released);
     }
   }
 
@@ -628,21 +435,4 @@ export class GuestSessions<S> {
     this.actions.push({ kind: "end", stream });
     this.forget(stream);
   }
-}
-
-/** What a guest resuming a session the pair ended is told (SESSION_EXPIRED). */
-export function expiredMessage(reason: EndReason): string {
-  const why =
-    reason === "idle"
-      ? "reaped: no stream was attached for guest.sessionIdleSeconds"
-      : "closed by an operator";
-  return `session ${why}; its contexts and buffers were freed: open a new session`;
-}
-
-function resultBytes(r: CallResult): number {
-  return 64 + (r.output.kind === "data" ? r.output.data.byteLength : 0);
-}
-
-function malformedResult(e: MalformedError): CallResult {
-  return { code: ErrorCode.MALFORMED, message: e.message, output: { kind: "none" } };
 }
