@@ -9,3 +9,4 @@ export {
 } from "./errors.js";
 export { MappedBuffer } from "./mapped-buffer.js";
 export { buf, f32, i32, Session, type SessionOptions, u32 } from "./session.js";
+export { invalidCall, invalidStores } from "./validate.js";

@@ -20,6 +20,7 @@ import { SimNode } from "./node.js";
 import { type FailoverParams, type FaultPlan, NODES, type NodeName, peerOf } from "./params.js";
 import { SimProcess } from "./process.js";
 import { emptyFailoverStats, type FailoverStats } from "./stats.js";
+import { wireWorkload } from "./wire-workload.js";
 import { SimFailure, World } from "./world.js";
 
 const MAX_EVENTS = 3_000_000;
@@ -83,13 +84,15 @@ export class FailoverSimulation {
     // A lost message is a network failure too (split brain may follow).
     this.net.onDrop = () => this.checker.networkFailed();
     const g = params.guests;
-    this.workload = generateWorkload(params.seed, {
-      frames: g.frames,
-      sessions: g.sessions,
-      tenants: g.tenants,
-      invalidPercent: g.invalidPercent,
-      resendPercent: 0,
-    });
+    this.workload = wireWorkload(
+      generateWorkload(params.seed, {
+        frames: g.frames,
+        sessions: g.sessions,
+        tenants: g.tenants,
+        invalidPercent: g.invalidPercent,
+        resendPercent: 0,
+      }),
+    );
     const nodeRng = root.fork(15);
     // A pair that ran before (epochs on disk) left its record in etcd: the newest term's.
     const { a, b } = params.initialEpoch;
