@@ -23,7 +23,7 @@ import {
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
 import { FirstMessageDeadlines } from "./core/guest-guard.js";
-import type { GuestAction, Refusal, Released, Served } from "./core/guest-session-types.js";
+import type { GuestAction, Refusal, Served } from "./core/guest-session-types.js";
 import { GuestSessions } from "./core/guest-sessions.js";
 import { encodeReply } from "./guest-replies.js";
 import type { GuestServiceDeps } from "./guest-service-deps.js";

@@ -11,13 +11,21 @@
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type CallResult, ErrorCode, type FrameBody } from "@vgpu-ha/common";
+import { create } from "@bufbuild/protobuf";
+import {
+  type CallResult,
+  decodeResult,
+  ErrorCode,
+  encodeFrame,
+  type FrameBody,
+  wire,
+} from "@vgpu-ha/common";
 import type * as FrameWindowModule from "../../../packages/client/src/frame-window.js";
 import type { SimRng } from "../rng.js";
-import type { GuestMessage, NodeMessage, ReleaseTag } from "./guest-protocol.js";
 import type { End } from "./net.js";
 import type { NodeName } from "./params.js";
 import type { SimProcess } from "./process.js";
+import { CLUSTER, GUEST_TOKEN } from "./roles.js";
 
 // The client package does not export its FrameWindow: load it from beside its entry point.
 const clientEntry = createRequire(import.meta.url).resolve("@vgpu-ha/client");
@@ -26,8 +34,8 @@ const { FrameWindow }: typeof FrameWindowModule = await import(
 );
 type FrameWindow = InstanceType<typeof FrameWindow>;
 
-type Conn = End<GuestMessage, NodeMessage>;
-type Opened = Extract<NodeMessage, { kind: "opened" }>;
+type Conn = End<wire.GuestMessage, wire.NodeMessage>;
+type Opened = wire.Opened;
 
 /** Codes after which trying another node cannot help (session.ts FATAL). */
 const FATAL = new Set<ErrorCode>([
@@ -60,8 +68,13 @@ export interface GuestEnv {
   readonly rng: SimRng;
   /** Opens a guest stream to a node's guest port. */
   readonly dial: (node: NodeName, timeoutMs: number) => Conn;
-  /** The guest settled a frame with this result, released under this tag. */
-  readonly settled: (guest: SimGuest, frame: number, result: CallResult, tag: ReleaseTag) => void;
+  /** The guest settled a frame with this result, from this reply. */
+  readonly settled: (
+    guest: SimGuest,
+    frame: number,
+    result: CallResult,
+    reply: wire.NodeMessage,
+  ) => void;
   /** Something changed (opened, settled, failed): the issuer may go on. */
   readonly progress: () => void;
 }
@@ -121,9 +134,9 @@ export class SimGuest {
       if (conn && opened) {
         this.sessionId = opened.sessionId;
         this.nodeId = opened.nodeId as NodeName;
-        this.epoch = opened.epoch;
+        this.epoch = Number(opened.epoch);
         this.endpointIndex = Math.max(0, endpoints.indexOf(endpoint));
-        this.window = new FrameWindow(opened.lastFrame);
+        this.window = new FrameWindow(Number(opened.lastFrame));
         this.attach(conn);
         this.env.progress();
         return;
@@ -164,13 +177,15 @@ export class SimGuest {
     };
     conn.onMessage((m) => {
       if (attempt.phase === "connecting") {
-        if (m.kind === "opened") answer(m, undefined);
-        else if (m.kind === "error")
-          answer(undefined, { ...m, message: `${endpoint}: ${m.message}`, answered: true });
-        else
+        const k = m.kind;
+        if (k.case === "opened") answer(k.value, undefined);
+        else if (k.case === "error") {
+          const { code, message, redirect } = k.value;
+          answer(undefined, { code, message: `${endpoint}: ${message}`, redirect, answered: true });
+        } else
           answer(undefined, {
             code: ErrorCode.MALFORMED,
-            message: `unexpected ${m.kind}`,
+            message: `unexpected ${k.case}`,
             redirect: "",
           });
         return;
@@ -188,7 +203,13 @@ export class SimGuest {
         this.lost(conn, { code: ErrorCode.NOT_PRIMARY, message: reason, redirect: "" });
       }
     });
-    conn.send({ kind: "open", tenant: this.options.tenant, resumeSessionId });
+    const open = {
+      tenant: this.options.tenant,
+      token: GUEST_TOKEN,
+      resumeSessionId,
+      clusterId: CLUSTER,
+    };
+    conn.send(create(wire.GuestMessageSchema, { kind: { case: "open", value: open } }));
     this.env.proc.setTimeout(timeoutMs, () =>
       answer(undefined, {
         code: ErrorCode.NOT_PRIMARY,
@@ -305,19 +326,21 @@ export class SimGuest {
   }
 
   private resume(conn: Conn, opened: Opened, endpoint: NodeName): boolean {
-    if (opened.epoch < this.epoch) return false;
+    const epoch = Number(opened.epoch);
+    const lastFrame = Number(opened.lastFrame);
+    if (epoch < this.epoch) return false;
     const answered = this.window!.settledThrough;
     this.reconnecting = false;
-    if (opened.lastFrame < answered) {
+    if (lastFrame < answered) {
       this.drop(conn);
       this.fail({
         code: ErrorCode.FRAME_OUT_OF_ORDER,
-        message: `${opened.nodeId} has frame ${opened.lastFrame} but ${answered} were acknowledged: ${answered - opened.lastFrame} lost`,
+        message: `${opened.nodeId} has frame ${lastFrame} but ${answered} were acknowledged: ${answered - lastFrame} lost`,
         redirect: "",
       });
       return true;
     }
-    this.epoch = opened.epoch;
+    this.epoch = epoch;
     this.nodeId = opened.nodeId as NodeName;
     // Reached by a redirect too: the next failover starts from the other endpoint.
     const index = this.options.endpoints.indexOf(endpoint);
@@ -354,30 +377,38 @@ export class SimGuest {
       if (room <= 0) return;
       const frames = window.takeUnsent(room);
       if (frames.length === 0) return;
-      conn.send({ kind: "frames", frames });
+      conn.send(
+        create(wire.GuestMessageSchema, {
+          kind: { case: "frames", value: { frames: frames.map(encodeFrame) } },
+        }),
+      );
     }
   }
 
-  private onMessage(conn: Conn, m: NodeMessage): void {
+  private onMessage(conn: Conn, m: wire.NodeMessage): void {
     if (this.conn !== conn) return;
-    switch (m.kind) {
+    const k = m.kind;
+    switch (k.case) {
       case "acks": {
-        if (m.epoch < this.epoch) return;
-        this.epoch = m.epoch;
+        const epoch = Number(k.value.epoch);
+        if (epoch < this.epoch) return;
+        this.epoch = epoch;
         const window = this.window!;
-        for (const r of m.results) {
+        for (const r of k.value.results) {
           const before = window.settledThrough;
-          window.settle(r.frame, r.result);
-          if (window.settledThrough > before) this.env.settled(this, r.frame, r.result, m.tag);
+          const frame = Number(r.frame);
+          const result = decodeResult(r.result);
+          window.settle(frame, result);
+          if (window.settledThrough > before) this.env.settled(this, frame, result, m);
         }
         this.send();
         this.env.progress();
         return;
       }
       case "error":
-        this.lost(conn, m);
+        this.lost(conn, k.value);
         return;
-      case "opened":
+      default:
         return;
     }
   }

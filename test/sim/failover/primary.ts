@@ -32,14 +32,13 @@ import {
   type WorkCounters,
 } from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
-import { Sender, type SenderEvent, Sequencer } from "@vgpu-ha/primary";
+import { GuestService, Sender, type SenderEvent, Sequencer, TenantAuth } from "@vgpu-ha/primary";
+import type { ReleaseTag } from "./checker.js";
 import type { SimArbiter } from "./etcd.js";
-import type { ReleaseTag } from "./guest-protocol.js";
-import { SimGuestService } from "./guest-service.js";
 import { LineageLog } from "./lineage.js";
 import type { End } from "./net.js";
 import type { Timer } from "./process.js";
-import { CLUSTER, type SimRoleDeps } from "./roles.js";
+import { CLUSTER, GUEST_TOKEN, type SimRoleDeps, simObservability } from "./roles.js";
 import { SimFailure } from "./world.js";
 
 export interface Takeover {
@@ -60,7 +59,7 @@ export class SimPrimary {
   readonly backend: Backend;
   readonly log: LineageLog;
   readonly sequencer: Sequencer;
-  readonly guests: SimGuestService;
+  readonly guests: GuestService;
   readonly sender: Sender;
   readonly epochAtStart: number;
   private readonly promoted: boolean;
@@ -122,19 +121,30 @@ export class SimPrimary {
       () => this.startSnapshot(),
       deps.supervisor.epoch(),
     );
-    this.guests = new SimGuestService({
-      proc,
+    const tenants = [...deps.backendOptions.tenants.keys()];
+    this.guests = new GuestService({
+      ...simObservability(),
       sequencer: this.sequencer,
+      auth: new TenantAuth(tenants.map((name) => ({ name, token: GUEST_TOKEN }))),
       nodeId: deps.node,
       epoch: () => deps.supervisor.epoch(),
       maxFramesInFlight: 1024,
+      maxMessageBytes: 64 << 20,
       serving: () => !this.stopping && !this.handedOff,
       replicatedSeq: () => this.releasableSeqNow(),
       afterApply: () => this.afterGuestMessage(),
       redirect: () => deps.peer,
+      clusterId: CLUSTER,
+      timers: proc,
+      defer: (fn) => proc.defer(fn),
+      nowMs: () => proc.now(),
+      cpuMs: () => proc.now(),
       newSessionId: () => `${deps.node}${deps.supervisor.epoch()}-${this.nextSession++}`,
-      tag: () => this.tag(),
-      onRelease: (released) => deps.checker.released(this, released),
+      onReply: (_link, message, released) => {
+        if (released.length === 0) return; // an error or Closed releases nothing
+        deps.checker.released(this, released);
+        deps.checker.tagReply(message, this.tag());
+      },
     });
     deps.checker.tenureStarted(this);
   }

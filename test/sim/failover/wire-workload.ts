@@ -1,9 +1,11 @@
 // The seeded workload as an application on the client library can send it: a frame the
 // library refuses when it is made (a value that does not fit its wire field: the call is
 // rejected MALFORMED locally and takes no frame number) is not issued, and each session's later
-// frames are numbered on. The replication simulator still feeds such frames to the backend.
+// frames are numbered on; each frame is as the wire carries it (f32 arguments rounded to
+// float32), which is what the node applies and the checker replays. The replication simulator
+// still feeds such frames to the backend.
 import { invalidCall, invalidStores } from "@vgpu-ha/client";
-import type { FrameBody } from "@vgpu-ha/common";
+import { decodeFrame, encodeFrame, type FrameBody, MalformedError } from "@vgpu-ha/common";
 import type { Workload } from "../workload.js";
 
 /** Why the client library refuses this frame before numbering it; null when it sends it. */
@@ -21,7 +23,9 @@ export function wireWorkload(workload: Workload): Workload {
     if (refusedByClient(step.frame.body) !== null) continue;
     const number = (numbers.get(step.session) ?? 0) + 1;
     numbers.set(step.session, number);
-    steps.push({ ...step, frame: { number, body: step.frame.body } });
+    const frame = decodeFrame(encodeFrame({ number, body: step.frame.body }));
+    if (frame instanceof MalformedError) throw frame; // the library sent what no node reads
+    steps.push({ ...step, frame });
   }
   return { ...workload, steps };
 }

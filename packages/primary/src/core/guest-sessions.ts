@@ -30,7 +30,6 @@ import {
   type Session,
   splitAcks,
 } from "./guest-steps.js";
-import type { Sequencer } from "./sequencer.js";
 
 type EndReason = Exclude<SessionCloseReason, "guest">;
 
