@@ -29,3 +29,4 @@ export {
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { listSessions } from "./session-list.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";
+export type { GuestHooks, GuestPort, GuestPortFactory, GuestWork } from "./ports.js";
