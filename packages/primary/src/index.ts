@@ -26,7 +26,7 @@ export {
   type GuestServiceDeps,
   type GuestServiceRefusal,
 } from "./guest-service.js";
+export type { GuestHooks, GuestPort, GuestPortFactory, GuestWork } from "./ports.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { listSessions } from "./session-list.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";
-export type { GuestHooks, GuestPort, GuestPortFactory, GuestWork } from "./ports.js";
