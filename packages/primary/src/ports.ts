@@ -2,7 +2,11 @@
 // Supervisor): the daemon implements them with the grpc-js GuestService, gRPC, the etcd client,
 // pino and prom-client; the failover simulator with its simulated streams, network and etcd.
 // Pure types: no I/O here.
-import type { WorkCounters } from "@vgpu-ha/common";
+import type { Supervisor, WorkCounters } from "@vgpu-ha/common";
+import type { Backend, SnapshotSource } from "@vgpu-ha/gpu-model";
+import type { EtcdReadView } from "./core/primary-etcd.js";
+import type { HelloDecision, PrimaryNotice } from "./core/primary-machine.js";
+import type { SenderEvent } from "./core/sender.js";
 
 /** Frames applied, replies sent and sessions opened (what a step-down would discard). */
 export type GuestWork = Omit<WorkCounters, "lastSeq">;
@@ -54,3 +58,66 @@ export interface GuestPort<S> {
 
 /** Builds the role's guest port once the role's hooks exist. */
 export type GuestPortFactory<S> = (hooks: GuestHooks) => GuestPort<S>;
+
+/** etcd mode: the leader key and cluster record, with callbacks (no Promises: the simulator). */
+export interface EtcdPort {
+  /** This node holds the leader key (under a live etcd lease, as far as it knows). */
+  readonly holding: boolean;
+  /** Until when this node may act on its etcd lease (monotonic ms; -Infinity: none). */
+  leaseEndMs(): number;
+  /** Called once when etcd says the lease is gone. */
+  onLost: (() => void) | undefined;
+  read(done: (error: Error | undefined, view: EtcdReadView | undefined) => void): void;
+  /** Takes the key with the record's new `epoch`, conditioned on `view` (one transaction). */
+  acquire(
+    view: EtcdReadView,
+    epoch: number,
+    done: (error: Error | undefined, acquired: boolean) => void,
+  ): void;
+  /** Names `replica` ("" for none) in the record while this node holds the key. */
+  setReplica(
+    epoch: number,
+    replica: string,
+    done: (error: Error | undefined, written: boolean) => void,
+  ): void;
+  /** Gives the key up (the standby may take it at once). */
+  resign(): void;
+}
+
+/** Peer mode: the lease thread (heartbeats beside the main loop); absent when off. */
+export interface LeaseThreadPort {
+  /** A new key for the lease channel (sent in every hello). */
+  newKey(): Uint8Array;
+  /** Serve the lease channel as primary with `key` at `epoch`. */
+  primary(key: Uint8Array, epoch: number): void;
+  /** Serve nothing (the role stopped). */
+  none(): void;
+  /** Renew only while the stream to the peer is up and this loop turns (its watchdog). */
+  setRenewing(renewing: boolean): void;
+  /** Send time (ms) of the newest heartbeat the standby acknowledged on the channel. */
+  ackedSentMs(): number | undefined;
+}
+
+/** What the role asks of its node. */
+export type PrimarySupervisor = Pick<Supervisor, "epoch" | "stepDown" | "adoptEpoch"> & {
+  /** Maintenance mode (vgpuctl pause), carried on heartbeats; absent: never paused. */
+  maintenancePaused?(): boolean;
+};
+
+/** The observer: logs and metrics in the daemon, stats and the checker in the simulator. */
+export interface PrimaryObserver {
+  /** The machine's notices (lease and grant changes, etcd record changes, a handover). */
+  notice(n: PrimaryNotice, seq: number): void;
+  /** Every event of the Sender, before the role reacts to it. */
+  senderEvent(e: SenderEvent, seq: number): void;
+  /** A snapshot of `backend` for the standby begins. */
+  snapshotStarted(source: SnapshotSource, backend: Backend): void;
+  /** A replication stream opened by another node was decided (`remote`: its address). */
+  hello(decision: HelloDecision, remote: string): void;
+  /** After each guest message was applied (before it is sent on). */
+  guestMessage(): void;
+  /** An etcd request failed. */
+  etcdFailed(error: Error): void;
+  /** The switchover hands over at `seq` with `digest`. */
+  handingOver(seq: number, digest: string): void;
+}
