@@ -7,6 +7,7 @@ import type { Backend, SnapshotSource } from "@vgpu-ha/gpu-model";
 import type { EtcdReadView } from "./core/primary-etcd.js";
 import type { HelloDecision, PrimaryNotice } from "./core/primary-machine.js";
 import type { SenderEvent } from "./core/sender.js";
+import type { Sequencer } from "./core/sequencer.js";
 
 /** Frames applied, replies sent and sessions opened (what a step-down would discard). */
 export type GuestWork = Omit<WorkCounters, "lastSeq">;
@@ -16,6 +17,8 @@ export type GuestWork = Omit<WorkCounters, "lastSeq">;
  * port's factory (GuestPortFactory) when it builds the port.
  */
 export interface GuestHooks {
+  /** The role's sequencer: frames are applied (and logged for the standby) through it. */
+  readonly sequencer: Sequencer;
   /** Whether guests are served now (false: each message is answered NOT_PRIMARY + redirect). */
   readonly serving: () => boolean;
   /**

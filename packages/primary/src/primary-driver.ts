@@ -168,6 +168,7 @@ export class PrimaryDriver<S> {
       });
     }
     this.guests = ports.guests({
+      sequencer: this.sequencer,
       serving: () => !this.stopping && !this.machine?.handedOff,
       replicatedSeq: () => this.releasable(),
       afterApply: () => this.afterGuestMessage(),

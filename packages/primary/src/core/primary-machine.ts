@@ -191,6 +191,13 @@ export class PrimaryMachine {
     };
   }
 
+  /** Until when this node may acknowledge (peer: the lease; etcd: its etcd lease). */
+  servingLeaseEndMs(f: PrimaryFacts): number {
+    if (f.etcd) return f.etcd.leaseEndMs;
+    if (this.lease !== "leased") return Number.NEGATIVE_INFINITY;
+    return primaryLeaseEndMs(this.ackedHeartbeatMs(f), this.options.lease);
+  }
+
   /** Which replies may go out now: a seq, or undefined for all (GuestHooks.replicatedSeq). */
   releasable(f: PrimaryFacts): number | undefined {
     const seq = releasableSeq(this.releaseView(f));
