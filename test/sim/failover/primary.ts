@@ -345,10 +345,16 @@ export class SimPrimary {
   /** Another primary dials us: the lower epoch steps down. */
   acceptReplication(link: End<StandbyMessage, PrimaryMessage>): void {
     const mine = this.deps.supervisor.epoch();
+    let first = true;
     link.onMessage((m) => {
-      if (m.kind !== "hello") return;
+      // The first message decides (as PrimaryRole.acceptReplication): a stream that does not
+      // start with a hello is refused; a duplicate hello later changes nothing.
+      if (!first) return;
+      first = false;
       const rule = { clusterId: CLUSTER, nodeId: this.deps.node, peerName: this.deps.peer };
-      if (identityRefusal(rule, m) !== null) return link.close("not our peer");
+      if (m.kind !== "hello" || identityRefusal(rule, m) !== null) {
+        return link.close("not our peer");
+      }
       this.deps.stats.primariesMet++;
       if (otherPrimaryWins({ epoch: mine, nodeId: this.deps.node }, m)) {
         link.close("stepping down");
