@@ -35,7 +35,7 @@ import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model"
 import type { Released } from "@vgpu-ha/primary";
 import type { SimGuest } from "./guest.js";
 import type { FailoverParams, NodeName } from "./params.js";
-import type { SimPrimary } from "./primary.js";
+import type { SimPrimary } from "./primary-host.js";
 import type { FailoverStats } from "./stats.js";
 import { SimFailure, type World } from "./world.js";
 

@@ -20,7 +20,7 @@ import { applyEntry, Receiver } from "@vgpu-ha/standby";
 import type { SimArbiter } from "./etcd.js";
 import type { End } from "./net.js";
 import { holdingOf } from "./node.js";
-import type { Takeover } from "./primary.js";
+import type { Takeover } from "./primary-host.js";
 import type { Timer } from "./process.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";
 import { SimFailure } from "./world.js";
