@@ -28,6 +28,7 @@ import { GuestSessions } from "./core/guest-sessions.js";
 import { encodeReply } from "./guest-replies.js";
 import type { GuestServiceDeps } from "./guest-service-deps.js";
 import { checkOpen, reportRefusal } from "./open-checks.js";
+import type { GuestPort } from "./ports.js";
 import { RefusalBudgets } from "./refusal-budgets.js";
 
 export type {
@@ -49,7 +50,7 @@ const UNOPENED = "";
 /** Session ids named in one "idle sessions reaped" line, at most (the count is exact). */
 const REAP_LOG_IDS = 20;
 
-export class GuestService {
+export class GuestService implements GuestPort<GuestLink> {
   private readonly deps: GuestServiceDeps;
   private readonly sessions: GuestSessions<GuestLink>;
   private readonly timers: Timers;
