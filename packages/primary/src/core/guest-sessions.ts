@@ -179,6 +179,10 @@ export class GuestSessions<S> {
       this.sessionError(stream, r.code, r.message, this.redirectFor(r.code));
       return { kind: "message" };
     }
+    if (frames.length === 0) {
+      state.queue.shift(); // nothing to apply, nothing to answer
+      return { kind: "message" };
+    }
     const { held, served } = applyFrame(this.o.sequencer, state.session, frames[state.served]!);
     state.held.push(held);
     if (served.outcome === "applied" && !served.malformed) this.applied.frames++;
