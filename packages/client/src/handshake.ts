@@ -3,7 +3,7 @@
 // because its connection is at guest.maxStreamsPerConnection is opened again on another
 // connection (the dialer learns the limit). Callbacks over the session's ports, no promises.
 import { create } from "@bufbuild/protobuf";
-import { ErrorCode, wire } from "@vgpu-ha/common";
+import { ErrorCode, type TimerHandle, wire } from "@vgpu-ha/common";
 import type { NodeRefusal, OpenedInfo } from "./core/session-machine.js";
 import type { NodeStream, SessionPorts } from "./ports.js";
 
@@ -48,9 +48,7 @@ export function handshake(
     redirect: "",
     answered: false,
   });
-  const timer = ports.timers.setTimeout(timeoutMs, () =>
-    answer(transport(`no answer in ${timeoutMs} ms`)),
-  );
+  let timer: TimerHandle | undefined;
   stream.listen({
     message: (m) => {
       const k = m.kind;
@@ -90,5 +88,8 @@ export function handshake(
     },
     closed: (reason) => answer(transport(reason)),
   });
+  timer = ports.timers.setTimeout(timeoutMs, () =>
+    answer(transport(`no answer in ${timeoutMs} ms`)),
+  );
   stream.send(create(wire.GuestMessageSchema, { kind: { case: "open", value: open } }));
 }

@@ -42,6 +42,6 @@ export interface SessionPorts {
 export interface SessionObserver {
   /** Frame `frame` got its result, from this reply. */
   settled?(frame: number, result: CallResult, reply: wire.NodeMessage): void;
-  /** The session opened, resumed, failed or settled frames: its owner may go on. */
+  /** The session opened, settled frames or failed: its owner may go on. */
   changed?(): void;
 }

@@ -238,11 +238,11 @@ export class Session extends SessionCalls {
       const opening = this.opening;
       this.opening = undefined;
       opening?.(undefined);
+      this.ports.observer?.changed?.();
     } else {
       this.window.rewind();
       this.send();
     }
-    this.ports.observer?.changed?.();
   }
 
   /** The stream broke or the node refused: the machine says where to resume, or to fail. */
@@ -263,11 +263,12 @@ export class Session extends SessionCalls {
     this.window.failAll(error);
     this.conn?.stream.cancel();
     this.conn = undefined;
+    for (const wake of this.closeWaiters.splice(0)) wake();
     const opening = this.opening;
     this.opening = undefined;
-    opening?.(error);
-    for (const wake of this.closeWaiters.splice(0)) wake();
-    this.ports.observer?.changed?.();
+    // A session that never opened is the opener's to report; an open one, the observer's.
+    if (opening) opening(error);
+    else this.ports.observer?.changed?.();
   }
 
   // ---- raw frames ----

@@ -33,7 +33,7 @@ import {
 } from "@vgpu-ha/common";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
 import type { Released } from "@vgpu-ha/primary";
-import type { SimGuest } from "./guest.js";
+import type { SimGuest } from "./guest-app.js";
 import type { FailoverParams, NodeName } from "./params.js";
 import type { SimPrimary } from "./primary-host.js";
 import type { FailoverStats } from "./stats.js";

@@ -12,7 +12,7 @@ import { SimRng } from "../rng.js";
 import { backendOptionsFor, generateWorkload, type Workload } from "../workload.js";
 import { Checker, type GuestRecord } from "./checker.js";
 import { SimEtcd } from "./etcd.js";
-import { SimGuest } from "./guest.js";
+import { SimGuest } from "./guest-app.js";
 import { Lineages } from "./lineage.js";
 import { Network } from "./net.js";
 import { SimNode } from "./node.js";
