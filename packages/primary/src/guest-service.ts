@@ -10,6 +10,7 @@
 // frames wait at most about one slice. Streams without a session yet share one key.
 import { randomUUID } from "node:crypto";
 import {
+  decodeFrame,
   ErrorCode,
   errorName,
   type GuestLink,
@@ -88,6 +89,7 @@ export class GuestService implements GuestPort<GuestLink> {
       maxMessageBytes: deps.maxMessageBytes,
       newSessionId: deps.newSessionId ?? (() => randomUUID()),
       checkOpen: (link, open) => checkOpen(deps, link, open),
+      decodeFrame,
       nowMs: () => this.now(),
     });
   }

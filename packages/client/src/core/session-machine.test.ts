@@ -5,7 +5,7 @@
 // fails a resume only once no node can serve it; Acks of an older epoch are ignored; and
 // (fast-check) whatever the nodes answer, it never dials outside its endpoints, never attaches
 // an older epoch, and fails by the deadline.
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {

@@ -11,7 +11,7 @@
 // whose replies were delivered fails the session (FRAME_OUT_OF_ORDER: an async failover lost
 // them); replies of an older epoch are ignored. Some codes are fatal: another node cannot help.
 // UNKNOWN_SESSION and SESSION_EXPIRED fail a resume only once no node can serve the session.
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 
 /** Codes after which trying another node cannot help. */
 export const FATAL: ReadonlySet<ErrorCode> = new Set<ErrorCode>([

@@ -4,6 +4,14 @@
 
 import type { GuestMessage, NodeMessage } from "../gen/vgpu/v1/guest_pb.js";
 
+/** The guest API's wire messages, for the cores that take them (types only: nothing loads). */
+export type {
+  Frame as WireFrame,
+  GuestMessage,
+  NodeMessage,
+  Open as GuestOpen,
+} from "../gen/vgpu/v1/guest_pb.js";
+
 /** An armed timer, as the host that armed it knows it. */
 export type TimerHandle = object;
 

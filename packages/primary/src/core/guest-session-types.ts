@@ -1,6 +1,13 @@
 // The guest sessions machine's vocabulary (core/guest-sessions.ts): its options, the replies
 // and actions it emits, and what serving one unit of work did.
-import type { CallResult, ErrorCode, wire } from "@vgpu-ha/common";
+import type {
+  CallResult,
+  ErrorCode,
+  Frame,
+  GuestMessage,
+  GuestOpen,
+  WireFrame,
+} from "@vgpu-ha/common/core";
 import type { Held, Session } from "./guest-steps.js";
 import type { IdleSessions } from "./idle-sessions.js";
 import type { Sequencer } from "./sequencer.js";
@@ -23,9 +30,11 @@ export interface GuestSessionsOptions<S> {
   readonly maxMessageBytes: number;
   readonly newSessionId: () => string;
   /** The driver's checks of an Open (cluster, credentials): a refusal, or undefined. */
-  readonly checkOpen: (stream: S, open: wire.Open) => Refusal | undefined;
+  readonly checkOpen: (stream: S, open: GuestOpen) => Refusal | undefined;
   /** Monotonic ms (idle sessions). */
   readonly nowMs: () => number;
+  /** A wire frame as the domain frame, or why it does not decode (the driver's codec). */
+  readonly decodeFrame: (frame: WireFrame) => Frame | Error;
 }
 
 export interface Refusal {
@@ -109,7 +118,7 @@ export type Served =
 
 /** A message received and not served yet (or a refusal to send in its turn). */
 export type Pending =
-  | { readonly kind: "message"; readonly message: wire.GuestMessage }
+  | { readonly kind: "message"; readonly message: GuestMessage }
   | { readonly kind: "refuse"; readonly refusal: Refusal };
 
 /** One guest stream: its session, what it sent, and the replies waiting for replication. */

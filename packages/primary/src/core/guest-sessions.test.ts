@@ -4,18 +4,18 @@
 // does not serve answering NOT_PRIMARY with the redirect; back-pressure as pause/resume actions;
 // sessions ended by the node; and (fast-check) whatever the watermark does, every stream's
 // replies leave in frame order, none before its entry is replicated, each frame exactly once.
-import { create } from "@bufbuild/protobuf";
-import {
-  type Call,
-  ErrorCode,
-  encodeFrame,
-  ReplicationLog,
-  type StoreBatch,
-  wire,
-} from "@vgpu-ha/common";
+import { ErrorCode, type GuestMessage, ReplicationLog } from "@vgpu-ha/common/core";
 import { Backend, type BackendOptions } from "@vgpu-ha/gpu-model";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import {
+  closeMsg,
+  creates,
+  decodeFrame,
+  framesMsg,
+  openMsg,
+  undecodableMsg,
+} from "../testing/guest-wire.js";
 import type { GuestAction, GuestReply, GuestSessionsOptions } from "./guest-session-types.js";
 import { GuestSessions, QUEUE_PAUSE, QUEUE_RESUME } from "./guest-sessions.js";
 import { IdleSessions } from "./idle-sessions.js";
@@ -82,6 +82,7 @@ function world(options: Partial<GuestSessionsOptions<S>> = {}): World {
       checkOpen: (_s, open) =>
         open.token === "good" ? undefined : { code: ErrorCode.UNAUTHENTICATED, message: "no" },
       nowMs: () => w.nowMs,
+      decodeFrame,
       ...options,
     }),
     take() {
@@ -92,32 +93,6 @@ function world(options: Partial<GuestSessionsOptions<S>> = {}): World {
   };
   return w;
 }
-
-const openMsg = (tenant = "a", resumeSessionId = "", token = "good") =>
-  create(wire.GuestMessageSchema, {
-    kind: { case: "open", value: { tenant, token, resumeSessionId } },
-  });
-const closeMsg = () => create(wire.GuestMessageSchema, { kind: { case: "close", value: {} } });
-const framesMsg = (first: number, bodies: readonly ({ call: Call } | { stores: StoreBatch })[]) =>
-  create(wire.GuestMessageSchema, {
-    kind: {
-      case: "frames",
-      value: {
-        frames: bodies.map((b, i) =>
-          encodeFrame({
-            number: first + i,
-            body:
-              "call" in b ? { kind: "call", call: b.call } : { kind: "stores", batch: b.stores },
-          }),
-        ),
-      },
-    },
-  });
-const creates = (first: number, n: number) =>
-  framesMsg(
-    first,
-    Array.from({ length: n }, () => ({ call: { op: "contextCreate" } as Call })),
-  );
 
 /** Serves everything the stream has queued, a slice at a time, then flushes. */
 function serveAll(w: World, s: S): void {
@@ -132,7 +107,7 @@ function serveAll(w: World, s: S): void {
 }
 
 /** Attaches `s`, receives `messages` and serves them. */
-function send(w: World, s: S, ...messages: wire.GuestMessage[]): GuestAction<S>[] {
+function send(w: World, s: S, ...messages: GuestMessage[]): GuestAction<S>[] {
   if (!w.machine.has(s)) w.machine.attach(s);
   for (const m of messages) w.machine.receive(s, m);
   serveAll(w, s);
@@ -341,10 +316,7 @@ describe("GuestSessions: frames and their replies", () => {
     const w = world();
     opened(w, "x");
     w.watermark = 0;
-    const bad = create(wire.GuestMessageSchema, {
-      kind: { case: "frames", value: { frames: [create(wire.FrameSchema, { number: 1n })] } },
-    });
-    w.machine.receive("x", bad);
+    w.machine.receive("x", undecodableMsg());
     const r = w.machine.serveOne("x");
     expect(r).toMatchObject({ kind: "frame", malformed: true, refused: true, more: false });
     w.machine.flush("x");

@@ -11,7 +11,12 @@
 // every reply before it; a resume elsewhere ends the older stream; when the role ends every
 // stream is told NOT_PRIMARY with the redirect and held replies are dropped (a failover may lose
 // them: they were never promised).
-import { ErrorCode, type SessionCloseReason, type wire } from "@vgpu-ha/common";
+import {
+  ErrorCode,
+  type GuestMessage,
+  type GuestOpen,
+  type SessionCloseReason,
+} from "@vgpu-ha/common/core";
 import type {
   GuestAction,
   GuestReply,
@@ -106,7 +111,7 @@ export class GuestSessions<S> {
   }
 
   /** Queues a message in arrival order; the frames limit is judged now and refused in turn. */
-  receive(stream: S, message: wire.GuestMessage): void {
+  receive(stream: S, message: GuestMessage): void {
     const state = this.states.get(stream);
     if (state === undefined) return;
     if (message.kind.case === "frames") {
@@ -183,7 +188,7 @@ export class GuestSessions<S> {
       state.queue.shift(); // nothing to apply, nothing to answer
       return { kind: "message" };
     }
-    const { held, served } = applyFrame(this.o.sequencer, state.session, frames[state.served]!);
+    const { held, served } = applyFrame(this.o, state.session, frames[state.served]!);
     state.held.push(held);
     if (served.outcome === "applied" && !served.malformed) this.applied.frames++;
     state.queuedFrames--;
@@ -314,7 +319,7 @@ export class GuestSessions<S> {
     return code === ErrorCode.NOT_PRIMARY ? this.o.redirect() : "";
   }
 
-  private onMessage(stream: S, state: StreamState, message: wire.GuestMessage): void {
+  private onMessage(stream: S, state: StreamState, message: GuestMessage): void {
     const refusal = this.refusalOf(state);
     if (refusal !== undefined) {
       this.sessionError(stream, refusal.code, refusal.message, this.redirectFor(refusal.code));
@@ -346,7 +351,7 @@ export class GuestSessions<S> {
     }
   }
 
-  private open(stream: S, state: StreamState, open: wire.Open): void {
+  private open(stream: S, state: StreamState, open: GuestOpen): void {
     const refused = this.o.checkOpen(stream, open);
     if (refused !== undefined) {
       this.sessionError(stream, refused.code, refused.message);
@@ -381,7 +386,7 @@ export class GuestSessions<S> {
     this.flush(stream);
   }
 
-  private resume(stream: S, open: wire.Open): Session | undefined {
+  private resume(stream: S, open: GuestOpen): Session | undefined {
     const step = resumedSession(this.o.sequencer, open);
     if ("refusal" in step) {
       this.sessionError(stream, step.refusal.code, step.refusal.message);
@@ -394,7 +399,7 @@ export class GuestSessions<S> {
     return step.session;
   }
 
-  private create(stream: S, open: wire.Open): Session | undefined {
+  private create(stream: S, open: GuestOpen): Session | undefined {
     const step = newSession(this.o, open);
     if ("session" in step) {
       this.applied.sessions++;

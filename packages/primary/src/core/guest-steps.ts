@@ -3,12 +3,11 @@
 // split to fit a message.
 import {
   type CallResult,
-  decodeFrame,
   ErrorCode,
-  MalformedError,
+  type GuestOpen,
   type SessionCloseReason,
-  type wire,
-} from "@vgpu-ha/common";
+  type WireFrame,
+} from "@vgpu-ha/common/core";
 import type { GuestSessionsOptions, Refusal, Served } from "./guest-session-types.js";
 import type { Sequencer } from "./sequencer.js";
 
@@ -29,20 +28,20 @@ export interface Held {
  * decode is answered MALFORMED (counted rejected) without reaching the backend.
  */
 export function applyFrame(
-  sequencer: Sequencer,
+  o: Pick<GuestSessionsOptions<unknown>, "sequencer" | "decodeFrame">,
   session: Session,
-  wireFrame: wire.Frame,
+  wireFrame: WireFrame,
 ): { held: Held; served: Omit<Served & { kind: "frame" }, "more"> } {
   const tenant = session.tenant;
-  const frame = decodeFrame(wireFrame);
-  if (frame instanceof MalformedError) {
+  const frame = o.decodeFrame(wireFrame);
+  if (frame instanceof Error) {
     const result = malformedResult(frame);
     const held = { frame: session.lastFrame, seq: 0, number: Number(wireFrame.number), result };
     const code = ErrorCode.MALFORMED;
     const served = { tenant, malformed: true, outcome: "rejected", op: "", code } as const;
     return { held, served: { kind: "frame", ...served, stores: 0, refused: true } };
   }
-  const { outcome, seq } = sequencer.applyFrame(session, frame);
+  const { outcome, seq } = o.sequencer.applyFrame(session, frame);
   const result = outcome.result;
   const held = { frame: session.lastFrame, seq, number: frame.number, result };
   const ok = result.code === ErrorCode.OK;
@@ -70,7 +69,7 @@ export type OpenStep =
   | { readonly refusal: Refusal; readonly waitMs: number };
 
 /** The session an Open resumes; someone else's is exactly as unknown as one that never was. */
-export function resumedSession(sequencer: Sequencer, open: wire.Open): OpenStep {
+export function resumedSession(sequencer: Sequencer, open: GuestOpen): OpenStep {
   const session = sequencer.backend.sessions.get(open.resumeSessionId);
   if (session !== undefined && session.tenant === open.tenant) return { session };
   const ended = sequencer.backend.ended.get(open.resumeSessionId);
@@ -84,7 +83,7 @@ export function resumedSession(sequencer: Sequencer, open: wire.Open): OpenStep 
 /** A new session, within the admission limits (counts and rate) of its tenant. */
 export function newSession(
   o: Pick<GuestSessionsOptions<unknown>, "sequencer" | "admission" | "newSessionId">,
-  open: wire.Open,
+  open: GuestOpen,
 ): OpenStep {
   const refused = o.admission?.admit(open.tenant, sessionCounts(o.sequencer, open.tenant));
   if (refused) {
@@ -136,6 +135,6 @@ function resultBytes(r: CallResult): number {
   return 64 + (r.output.kind === "data" ? r.output.data.byteLength : 0);
 }
 
-function malformedResult(e: MalformedError): CallResult {
+function malformedResult(e: Error): CallResult {
   return { code: ErrorCode.MALFORMED, message: e.message, output: { kind: "none" } };
 }
