@@ -92,4 +92,32 @@ describe("EtcdRequests", () => {
       ),
     );
   });
+
+  it("retakes only while no request is under way", () => {
+    const r = requests();
+    r.begin(name);
+    expect(r.retake(1_000)).toBeUndefined();
+    r.answered(true);
+    expect(r.retake(1_000)).toEqual({ kind: "read" });
+  });
+
+  it("a refused acquisition leaves the key to the next poll", () => {
+    const r = requests();
+    r.retake(0);
+    expect(r.readAnswered({ leader: undefined, record: undefined }, 1)).toEqual({
+      kind: "acquire",
+      epoch: 2,
+    });
+    expect(r.answered(false)).toEqual({ kind: "none" });
+    expect(r.busy).toBe(false);
+    expect(r.retake(10)).toBeUndefined();
+    expect(r.retake(50)).toEqual({ kind: "read" });
+  });
+
+  it("a standby-configured node takes the free key only by the record's rule", () => {
+    const r = new EtcdRequests({ nodeId: "b", configuredPrimary: false, pollMs: 50 });
+    r.retake(0);
+    const record = { epoch: 3, primary: "b", replica: "" };
+    expect(r.readAnswered({ leader: undefined, record }, 3)).toEqual({ kind: "acquire", epoch: 4 });
+  });
 });

@@ -227,6 +227,12 @@ describe("another primary's hello", () => {
     ...over,
   });
 
+  it("breaks a tie of epochs by node id, as otherPrimaryWins does", () => {
+    const s = leased();
+    // At equal epochs the lower node id wins: "a" (us) keeps serving, "b" is refused.
+    expect(s.machine.hello(hello({ epoch: 2 }), 2).kind).toBe("refuseLower");
+  });
+
   it("steps down for a higher epoch, refuses a lower one", () => {
     const s = leased();
     expect(s.machine.hello(hello({ epoch: 3 }), 2)).toEqual({
@@ -349,5 +355,60 @@ describe("etcd mode", () => {
     s.machine.stop();
     expect(s.machine.etcdAnswered(true)).toEqual([]);
     expect(s.sender.epoch).toBe(1);
+  });
+
+  it("asks nothing while its etcd lease has lapsed", () => {
+    const s = etcdLeased();
+    s.etcd = { holding: true, leaseEndMs: T - 1 };
+    expect(kinds(s.machine.tick(s.facts()))).not.toContain("etcd");
+  });
+
+  it("names the standby again after a write etcd refused", () => {
+    const s = etcdLeased();
+    s.machine.tick(s.facts());
+    expect(s.machine.etcdAnswered(false)).toEqual([]);
+    expect(s.sender.syncGrant).toBe(false);
+    expect(s.machine.named).toBe(false);
+    expect(s.machine.tick(s.facts())).toContainEqual({
+      kind: "etcd",
+      request: { kind: "setReplica", epoch: 1, replica: "b", purpose: "name" },
+    });
+    s.machine.etcdAnswered(true);
+    expect(s.machine.named).toBe(true);
+  });
+
+  it("shows the etcd lease's end as the serving lease's", () => {
+    const s = etcdLeased();
+    expect(s.machine.servingLeaseEndMs(s.facts())).toBe(T + 10_000);
+    expect(s.machine.etcdMode).toBe(true);
+    expect(new MachineSetup().machine.etcdMode).toBe(false);
+  });
+});
+
+describe("the standby's confirmed seq", () => {
+  it("counts only what a streaming standby applied, and survives the link", () => {
+    const s = leased();
+    s.append(4);
+    s.ack(3);
+    s.machine.progress(s.facts());
+    expect(s.machine.confirmedSeq).toBe(3);
+    s.sender.disconnected();
+    s.machine.progress(s.facts());
+    expect(s.machine.confirmedSeq).toBe(3);
+    expect(s.machine.releaseView(s.facts()).link).toBe("down");
+    // Granted, the link down: only what the standby confirmed may go out.
+    expect(s.machine.releasable(s.facts())).toBe(3);
+  });
+
+  it("tells the observer of a revoked grant", () => {
+    const s = leased();
+    expect(s.machine.grant.granted).toBe(true);
+    const notices: unknown[] = [];
+    for (let t = 100; t <= 600; t += 100) {
+      for (const a of s.machine.tick(s.at(T + t).facts()))
+        if (a.kind === "notice") notices.push(a.notice);
+    }
+    expect(notices).toContainEqual({ kind: "grantChanged", granted: false });
+    expect(notices).toContainEqual({ kind: "leaseChanged", from: "fenced", to: "degraded" });
   });
 });

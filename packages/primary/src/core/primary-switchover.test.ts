@@ -87,4 +87,21 @@ describe("a handover", () => {
   it("only follows a drain", () => {
     expect(handOver(SWITCHOVER_IDLE, 0, 1, "d")).toBe(SWITCHOVER_IDLE);
   });
+
+  it("keeps the drain's start for the pause it reports", () => {
+    const handing = handOver(beginSwitchover(7, 100, 3), 50, 3, "x");
+    expect(handing.phase === "handing" && handing.startedMs).toBe(7);
+  });
+});
+
+describe("beginning", () => {
+  it("announces at the given seq with a deadline timeoutMs away", () => {
+    expect(beginSwitchover(5, 1_000, 42)).toEqual({
+      phase: "draining",
+      startedMs: 5,
+      deadlineMs: 1_005,
+      timeoutMs: 1_000,
+      announcedSeq: 42,
+    });
+  });
 });
