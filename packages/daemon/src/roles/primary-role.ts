@@ -20,6 +20,7 @@ import {
   stateDiscardedOnStepDown,
   type wire,
 } from "@vgpu-ha/common";
+import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
 import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
@@ -245,7 +246,9 @@ export class PrimaryRole implements Role {
    * (or at once without one, or after CLOSE_WAIT_MS with `replicated: false`).
    */
   async closeSession(id: string, by: string): Promise<Record<string, unknown> | undefined> {
-    if (!this.serving()) throw new Error("this node does not serve guests now");
+    if (!this.serving()) {
+      throw new VgpuError(ErrorCode.NOT_PRIMARY, "this node does not serve guests now");
+    }
     const ended = this.guests.endSession(id, "operator");
     if (ended === undefined) return undefined;
     const { logger, metrics, clock } = this.deps;
@@ -296,11 +299,12 @@ export class PrimaryRole implements Role {
   switchover(timeoutMs = 10_000): Promise<{ seq: number; digest: string; pauseMs: number }> {
     return new Promise((resolve, reject) => {
       const refusal = this.driver.switchover(timeoutMs, (outcome) => {
-        if (outcome.ok)
+        if (outcome.ok) {
           resolve({ seq: outcome.seq, digest: outcome.digest, pauseMs: outcome.pauseMs });
+        } else if (outcome.code !== undefined) reject(new VgpuError(outcome.code, outcome.why));
         else reject(new Error(outcome.why));
       });
-      if (refusal !== undefined) reject(new Error(refusal));
+      if (refusal !== undefined) reject(new VgpuError(refusal.code, refusal.message));
     });
   }
 
@@ -316,7 +320,7 @@ export class PrimaryRole implements Role {
 
   async verify(): Promise<VerifyResult> {
     const sender = this.sender;
-    if (!sender?.inSync) throw new Error("no standby in sync to compare with");
+    if (!sender?.inSync) throw new VgpuError(ErrorCode.NO_STANDBY_IN_SYNC);
     const digest = computeDigest(this.backend).state;
     const requestId = this.nextCheckpoint++;
     const seq = this.sequencer.checkpoint(digest, requestId);
@@ -324,7 +328,12 @@ export class PrimaryRole implements Role {
     const answer = await new Promise<SenderEvent & { kind: "checkpoint" }>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.checkpointWaiters.delete(requestId);
-        reject(new Error(`standby did not reach seq ${seq} within 30 s`));
+        reject(
+          new VgpuError(
+            ErrorCode.STANDBY_TIMED_OUT,
+            `standby did not reach seq ${seq} within 30 s`,
+          ),
+        );
       }, 30_000);
       this.checkpointWaiters.set(requestId, (e) => {
         clearTimeout(timer);

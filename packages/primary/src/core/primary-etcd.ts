@@ -5,7 +5,7 @@
 // lapses or a snapshot replaced its state — and takes the key back after losing it while the
 // acquisition rule allows (this node holds the newest state). Answers that come after the role
 // stopped change nothing.
-import { type ClusterRecord, mayAcquire } from "@vgpu-ha/common";
+import { type ClusterRecord, mayAcquire } from "@vgpu-ha/common/core";
 
 /** What to ask etcd. `purpose` says what the answer means to the machine. */
 export type EtcdRequest =

@@ -3,7 +3,7 @@
 // it moves leased → fenced → degraded, releases only what the lease and the grant allow,
 // grants and revokes the standby with notices, pauses guests on lag, reacts to the Sender's
 // events, decides on another primary's hello, and (etcd mode) asks etcd and applies answers.
-import { ErrorCode, type PrimaryMessage, RELEASE_NONE } from "@vgpu-ha/common";
+import { ErrorCode, type PrimaryMessage, RELEASE_NONE } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MachineSetup } from "../testing/primary-machine-setup.js";

@@ -36,7 +36,7 @@ import {
   stepPeerLease,
   stepSoloMark,
   type WorkCounters,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 import type { EtcdReadView, EtcdRequest, EtcdRequestsOptions } from "./primary-etcd.js";
 import { EtcdRequests } from "./primary-etcd.js";
 import type { Sender, SenderEvent } from "./sender.js";
