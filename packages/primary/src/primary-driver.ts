@@ -311,13 +311,13 @@ export class PrimaryDriver<S> {
       case "acquire":
         etcd.acquire(this.etcdView!, request.epoch, (error, acquired) => {
           failed(error);
-          this.apply(machine.etcdAnswered(!error && acquired));
+          this.apply(machine.etcdAnswered(request, !error && acquired));
         });
         break;
       case "setReplica":
         etcd.setReplica(request.epoch, request.replica, (error, written) => {
           failed(error);
-          this.apply(machine.etcdAnswered(!error && written));
+          this.apply(machine.etcdAnswered(request, !error && written));
         });
         break;
       case "resign":

@@ -3,7 +3,7 @@
 // request was for, and nothing answered after the role stopped changes anything.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { EtcdRequests } from "./primary-etcd.js";
+import { type EtcdRequest, EtcdRequests } from "./primary-etcd.js";
 
 const requests = () => new EtcdRequests({ nodeId: "a", configuredPrimary: true, pollMs: 50 });
 const name = { kind: "setReplica", epoch: 2, replica: "b", purpose: "name" } as const;
@@ -14,7 +14,7 @@ describe("EtcdRequests", () => {
     expect(r.begin(name)).toEqual(name);
     expect(r.busy).toBe(true);
     expect(r.begin({ ...name, purpose: "clear", replica: "" })).toBeUndefined();
-    expect(r.answered(true)).toEqual({ kind: "named" });
+    expect(r.answered(name, true)).toEqual({ kind: "named" });
     expect(r.busy).toBe(false);
   });
 
@@ -40,7 +40,7 @@ describe("EtcdRequests", () => {
       4,
     );
     expect(next).toEqual({ kind: "acquire", epoch: 5 });
-    expect(r.answered(true)).toEqual({ kind: "retaken", epoch: 5 });
+    expect(r.answered(next!, true)).toEqual({ kind: "retaken", epoch: 5 });
   });
 
   it("leaves a key another node holds, and a failed read, alone", () => {
@@ -62,13 +62,27 @@ describe("EtcdRequests", () => {
 
   it("maps each answer to what its request was for; a refusal means nothing", () => {
     const r = requests();
-    r.begin({ ...name, purpose: "clear", replica: "" });
-    expect(r.answered(true)).toEqual({ kind: "cleared" });
-    r.begin({ ...name, purpose: "handover" });
-    expect(r.answered(true)).toEqual({ kind: "resign" });
+    const clear = { ...name, purpose: "clear", replica: "" } as const;
+    r.begin(clear);
+    expect(r.answered(clear, true)).toEqual({ kind: "cleared" });
+    const handover = { ...name, purpose: "handover" } as const;
+    r.begin(handover);
+    expect(r.answered(handover, true)).toEqual({ kind: "resign" });
     r.begin(name);
-    expect(r.answered(false)).toEqual({ kind: "none" });
-    expect(r.answered(true)).toEqual({ kind: "none" }); // nothing was pending
+    expect(r.answered(name, false)).toEqual({ kind: "none" });
+    expect(r.answered({ kind: "resign" }, true)).toEqual({ kind: "none" });
+  });
+
+  it("a handover's request goes out even while another is under way", () => {
+    const r = requests();
+    r.begin(name);
+    const handover = { ...name, purpose: "handover" } as const;
+    expect(r.begin(handover)).toBeUndefined();
+    expect(r.begin(handover, true)).toEqual(handover);
+    expect(r.answered(name, true)).toEqual({ kind: "named" });
+    expect(r.answered(handover, true)).toEqual({ kind: "resign" });
+    r.stop();
+    expect(r.begin(handover, true)).toBeUndefined();
   });
 
   it("ignores every answer after stop and starts nothing more (property)", () => {
@@ -78,14 +92,15 @@ describe("EtcdRequests", () => {
         fc.boolean(),
         (what, ok) => {
           const r = requests();
+          let request: EtcdRequest | undefined;
           if (what === "acquire") {
             r.retake(0);
-            r.readAnswered({ leader: undefined, record: undefined }, 1);
+            request = r.readAnswered({ leader: undefined, record: undefined }, 1);
           } else {
-            r.begin({ ...name, purpose: what, replica: what === "clear" ? "" : "b" });
+            request = r.begin({ ...name, purpose: what, replica: what === "clear" ? "" : "b" });
           }
           r.stop();
-          expect(r.answered(ok)).toEqual({ kind: "none" });
+          expect(r.answered(request!, ok)).toEqual({ kind: "none" });
           expect(r.begin(name)).toBeUndefined();
           expect(r.retake(10_000)).toBeUndefined();
         },
@@ -97,18 +112,16 @@ describe("EtcdRequests", () => {
     const r = requests();
     r.begin(name);
     expect(r.retake(1_000)).toBeUndefined();
-    r.answered(true);
+    r.answered(name, true);
     expect(r.retake(1_000)).toEqual({ kind: "read" });
   });
 
   it("a refused acquisition leaves the key to the next poll", () => {
     const r = requests();
     r.retake(0);
-    expect(r.readAnswered({ leader: undefined, record: undefined }, 1)).toEqual({
-      kind: "acquire",
-      epoch: 2,
-    });
-    expect(r.answered(false)).toEqual({ kind: "none" });
+    const acquire = r.readAnswered({ leader: undefined, record: undefined }, 1);
+    expect(acquire).toEqual({ kind: "acquire", epoch: 2 });
+    expect(r.answered(acquire!, false)).toEqual({ kind: "none" });
     expect(r.busy).toBe(false);
     expect(r.retake(10)).toBeUndefined();
     expect(r.retake(50)).toEqual({ kind: "read" });

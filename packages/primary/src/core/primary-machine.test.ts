@@ -15,6 +15,10 @@ const kinds = (actions: readonly PrimaryAction[]) =>
 /** Where the tests' clocks start (a heartbeat sent at 0 would count as none). */
 const T = 1000;
 
+const NAME = { kind: "setReplica", epoch: 1, replica: "b", purpose: "name" } as const;
+const CLEAR = { kind: "setReplica", epoch: 1, replica: "", purpose: "clear" } as const;
+const HANDOVER = { kind: "setReplica", epoch: 1, replica: "b", purpose: "handover" } as const;
+
 const leaseChanges = (actions: readonly PrimaryAction[]) =>
   actions.flatMap((a) =>
     a.kind === "notice" && a.notice.kind === "leaseChanged"
@@ -205,9 +209,29 @@ describe("the Sender's events", () => {
     const e = new MachineSetup({ etcd: { configuredPrimary: true, pollMs: 50 } });
     expect(e.machine.senderEvent({ kind: "handoverAccepted" }).at(-1)).toEqual({
       kind: "etcd",
-      request: { kind: "setReplica", epoch: 1, replica: "b", purpose: "handover" },
+      request: HANDOVER,
     });
-    expect(e.machine.etcdAnswered(true)).toEqual([{ kind: "etcd", request: { kind: "resign" } }]);
+    expect(e.machine.etcdAnswered(HANDOVER, true)).toEqual([
+      { kind: "etcd", request: { kind: "resign" } },
+    ]);
+  });
+
+  it("an accepted handover asks etcd even while another request is under way", () => {
+    const s = new MachineSetup({ etcd: { configuredPrimary: true, pollMs: 50 } });
+    s.etcd = { holding: true, leaseEndMs: T + 10_000 };
+    s.machine.start(s.facts(), false);
+    s.connect();
+    s.ack(0);
+    expect(s.machine.tick(s.facts())).toContainEqual({ kind: "etcd", request: NAME });
+    expect(s.machine.senderEvent({ kind: "handoverAccepted" }).at(-1)).toEqual({
+      kind: "etcd",
+      request: HANDOVER,
+    });
+    // Each answer is read by its own request, whichever comes first.
+    expect(kinds(s.machine.etcdAnswered(NAME, true))).toEqual(["notice:etcdNamed"]);
+    expect(s.machine.etcdAnswered(HANDOVER, true)).toEqual([
+      { kind: "etcd", request: { kind: "resign" } },
+    ]);
   });
 
   it("other events ask nothing of the role", () => {
@@ -299,14 +323,14 @@ describe("etcd mode", () => {
     expect(s.machine.grant.granted).toBe(true);
     expect(s.sender.syncGrant).toBe(false);
     expect(kinds(s.machine.tick(s.facts()))).not.toContain("etcd"); // one request at a time
-    expect(kinds(s.machine.etcdAnswered(true))).toEqual(["notice:etcdNamed"]);
+    expect(kinds(s.machine.etcdAnswered(NAME, true))).toEqual(["notice:etcdNamed"]);
     expect(s.sender.syncGrant).toBe(true);
   });
 
   it("clears the name when the link lapses, and drops the grant only once written", () => {
     const s = etcdLeased();
     s.machine.tick(s.facts());
-    s.machine.etcdAnswered(true);
+    s.machine.etcdAnswered(NAME, true);
     const out = s.machine.tick(s.at(T + 300).facts());
     expect(out).toContainEqual({
       kind: "etcd",
@@ -314,7 +338,7 @@ describe("etcd mode", () => {
     });
     expect(s.sender.syncGrant).toBe(false);
     expect(s.machine.grant.granted).toBe(true);
-    expect(kinds(s.machine.etcdAnswered(true))).toEqual(["notice:etcdCleared", "release"]);
+    expect(kinds(s.machine.etcdAnswered(CLEAR, true))).toEqual(["notice:etcdCleared", "release"]);
     expect(s.machine.grant.granted).toBe(false);
   });
 
@@ -329,7 +353,7 @@ describe("etcd mode", () => {
       record: { epoch: 1, primary: "a", replica: "" },
     });
     expect(acquire).toEqual([{ kind: "etcd", request: { kind: "acquire", epoch: 2 } }]);
-    expect(kinds(s.machine.etcdAnswered(true))).toEqual([
+    expect(kinds(s.machine.etcdAnswered({ kind: "acquire", epoch: 2 }, true))).toEqual([
       "adoptEpoch",
       "notice:keyRetaken",
       "release",
@@ -353,7 +377,7 @@ describe("etcd mode", () => {
     const acquire = s.machine.etcdRead({ leader: undefined, record: undefined });
     expect(acquire).toHaveLength(1);
     s.machine.stop();
-    expect(s.machine.etcdAnswered(true)).toEqual([]);
+    expect(s.machine.etcdAnswered({ kind: "acquire", epoch: 2 }, true)).toEqual([]);
     expect(s.sender.epoch).toBe(1);
   });
 
@@ -366,14 +390,14 @@ describe("etcd mode", () => {
   it("names the standby again after a write etcd refused", () => {
     const s = etcdLeased();
     s.machine.tick(s.facts());
-    expect(s.machine.etcdAnswered(false)).toEqual([]);
+    expect(s.machine.etcdAnswered(NAME, false)).toEqual([]);
     expect(s.sender.syncGrant).toBe(false);
     expect(s.machine.named).toBe(false);
     expect(s.machine.tick(s.facts())).toContainEqual({
       kind: "etcd",
       request: { kind: "setReplica", epoch: 1, replica: "b", purpose: "name" },
     });
-    s.machine.etcdAnswered(true);
+    s.machine.etcdAnswered(NAME, true);
     expect(s.machine.named).toBe(true);
   });
 
