@@ -51,5 +51,5 @@ export type {
 export { PrimaryDriver, type PrimaryDriverOptions, type PrimaryPorts } from "./primary-driver.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { listSessions } from "./session-list.js";
-export type { SwitchoverOutcome } from "./switchover.js";
+export type { SwitchoverOutcome, SwitchoverRefusal } from "./switchover.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";

@@ -8,6 +8,7 @@
 import {
   type Clock,
   type DiscardedWork,
+  ErrorCode,
   type LeaseTerms,
   type Link,
   lowerEpochRefusal,
@@ -37,7 +38,7 @@ import type {
   PrimaryObserver,
   PrimarySupervisor,
 } from "./ports.js";
-import { Switchover, type SwitchoverOutcome } from "./switchover.js";
+import { Switchover, type SwitchoverOutcome, type SwitchoverRefusal } from "./switchover.js";
 
 export interface PrimaryDriverOptions {
   readonly clusterId: string;
@@ -310,13 +311,13 @@ export class PrimaryDriver<S> {
       case "acquire":
         etcd.acquire(this.etcdView!, request.epoch, (error, acquired) => {
           failed(error);
-          this.apply(machine.etcdAnswered(!error && acquired));
+          this.apply(machine.etcdAnswered(request, !error && acquired));
         });
         break;
       case "setReplica":
         etcd.setReplica(request.epoch, request.replica, (error, written) => {
           failed(error);
-          this.apply(machine.etcdAnswered(!error && written));
+          this.apply(machine.etcdAnswered(request, !error && written));
         });
         break;
       case "resign":
@@ -405,10 +406,15 @@ export class PrimaryDriver<S> {
    * Planned switchover: stop taking frames, wait until the standby has applied everything and
    * every reply is out, then hand over with the state digest. The standby takes over at once
    * (epoch + 1); this node then becomes its standby with the same state (no snapshot).
-   * Returns why it was refused, or undefined; `settled` is told how it ended.
+   * Returns why it was refused (a catalogue code), or undefined; `settled` is told how it ended.
    */
-  switchover(timeoutMs: number, settled: (outcome: SwitchoverOutcome) => void): string | undefined {
-    if (!this.switchovers) return "no standby in sync to hand over to";
+  switchover(
+    timeoutMs: number,
+    settled: (outcome: SwitchoverOutcome) => void,
+  ): SwitchoverRefusal | undefined {
+    if (!this.switchovers) {
+      return { code: ErrorCode.HANDOVER_FAILED, message: "no standby in sync to hand over to" };
+    }
     return this.switchovers.begin(timeoutMs, settled);
   }
 

@@ -1,7 +1,7 @@
 // The planned switchover's driver: carries out core/primary-switchover.ts's states over the
 // timers (a 2 ms poll while draining, a deadline while handing over) and computes the digests
 // (off the pure machine: they read the whole backend).
-import type { Clock, TimerHandle, Timers } from "@vgpu-ha/common";
+import { type Clock, ErrorCode, type TimerHandle, type Timers } from "@vgpu-ha/common";
 import { computeDigest } from "@vgpu-ha/gpu-model";
 import type { PrimaryMachine } from "./core/primary-machine.js";
 import {
@@ -19,7 +19,14 @@ const DRAIN_POLL_MS = 2;
 
 export type SwitchoverOutcome =
   | { readonly ok: true; readonly seq: number; readonly digest: string; readonly pauseMs: number }
-  | { readonly ok: false; readonly why: string };
+  /** `code`: the catalogue's, where the failure has one (the standby did not take over). */
+  | { readonly ok: false; readonly why: string; readonly code?: ErrorCode };
+
+/** Why a switchover was not begun (`message` undefined: the code's catalogue text). */
+export interface SwitchoverRefusal {
+  readonly code: ErrorCode;
+  readonly message?: string;
+}
 
 export interface SwitchoverDeps {
   readonly clock: Clock;
@@ -44,11 +51,16 @@ export class Switchover {
   }
 
   /** Starts one; why not, or undefined. */
-  begin(timeoutMs: number, settled: (outcome: SwitchoverOutcome) => void): string | undefined {
+  begin(
+    timeoutMs: number,
+    settled: (outcome: SwitchoverOutcome) => void,
+  ): SwitchoverRefusal | undefined {
     const { machine, sequencer, clock } = this.deps;
     const sender = machine.sender;
-    if (!sender.inSync || machine.lease !== "leased") return "no standby in sync to hand over to";
-    if (this.state.phase !== "idle") return "a switchover is already in progress";
+    if (!sender.inSync || machine.lease !== "leased") {
+      return { code: ErrorCode.HANDOVER_FAILED, message: "no standby in sync to hand over to" };
+    }
+    if (this.state.phase !== "idle") return { code: ErrorCode.SWITCHOVER_IN_PROGRESS };
     this.settled = settled;
     this.deps.guests().setPaused(true);
     machine.switchingOver = true;
@@ -87,14 +99,14 @@ export class Switchover {
     this.state = handOver(this.state, clock.monotonicMs(), step.lastSeq, digest);
     const deadlineMs = this.state.phase === "handing" ? this.state.deadlineMs : 0;
     this.timer = this.deps.timers.setTimeout(deadlineMs - clock.monotonicMs(), () =>
-      this.fail("the standby did not take over"),
+      this.fail("the standby did not take over", ErrorCode.STANDBY_TIMED_OUT),
     );
     this.deps.observer.handingOver(step.lastSeq, digest);
     machine.sender.handover(digest);
     this.deps.pumpNow();
   }
 
-  private fail(why: string): void {
+  private fail(why: string, code?: ErrorCode): void {
     const { machine } = this.deps;
     this.deps.timers.clear(this.timer);
     this.state = SWITCHOVER_IDLE;
@@ -106,7 +118,7 @@ export class Switchover {
       if (machine.etcdMode) machine.handedOff = false;
       this.deps.guests().setPaused(false);
     }
-    this.settle({ ok: false, why });
+    this.settle(code === undefined ? { ok: false, why } : { ok: false, why, code });
   }
 
   private settle(outcome: SwitchoverOutcome): void {

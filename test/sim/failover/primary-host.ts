@@ -4,7 +4,13 @@
 // stats and checker as the observer — as packages/daemon/src/roles/primary-role.ts composes it
 // over gRPC, Node timers, etcd, pino and prom-client. What is here is the simulation's: the
 // checker's tenure and release tags, and the translation of its streams to Links.
-import type { GuestLink, Link, PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import {
+  errorName,
+  type GuestLink,
+  type Link,
+  type PrimaryMessage,
+  type StandbyMessage,
+} from "@vgpu-ha/common";
 import { Backend } from "@vgpu-ha/gpu-model";
 import {
   GuestService,
@@ -199,7 +205,10 @@ export class SimPrimary {
 
   /** A planned switchover; the refusal, if any. `settled` is told "done" or why it failed. */
   switchover(settled: (outcome: string) => void): string | undefined {
-    return this.driver.switchover(SWITCHOVER_TIMEOUT_MS, (o) => settled(o.ok ? "done" : o.why));
+    const refusal = this.driver.switchover(SWITCHOVER_TIMEOUT_MS, (o) =>
+      settled(o.ok ? "done" : o.why),
+    );
+    return refusal && (refusal.message ?? errorName(refusal.code));
   }
 
   handedOver(): Takeover | undefined {

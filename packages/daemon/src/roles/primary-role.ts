@@ -301,17 +301,12 @@ export class PrimaryRole implements Role {
   switchover(timeoutMs = 10_000): Promise<{ seq: number; digest: string; pauseMs: number }> {
     return new Promise((resolve, reject) => {
       const refusal = this.driver.switchover(timeoutMs, (outcome) => {
-        if (outcome.ok)
+        if (outcome.ok) {
           resolve({ seq: outcome.seq, digest: outcome.digest, pauseMs: outcome.pauseMs });
-        else if (outcome.why === "the standby did not take over") {
-          reject(new VgpuError(ErrorCode.STANDBY_TIMED_OUT, outcome.why));
-        } else reject(new Error(outcome.why));
+        } else if (outcome.code !== undefined) reject(new VgpuError(outcome.code, outcome.why));
+        else reject(new Error(outcome.why));
       });
-      if (refusal !== undefined) {
-        const inProgress = refusal.startsWith("a switchover");
-        const code = inProgress ? ErrorCode.SWITCHOVER_IN_PROGRESS : ErrorCode.HANDOVER_FAILED;
-        reject(new VgpuError(code, refusal));
-      }
+      if (refusal !== undefined) reject(new VgpuError(refusal.code, refusal.message));
     });
   }
 

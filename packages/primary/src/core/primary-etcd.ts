@@ -66,9 +66,12 @@ export class EtcdRequests {
     this.stopped = true;
   }
 
-  /** Starts `request` unless one is under way; the request to send, or undefined. */
-  begin(request: EtcdRequest): EtcdRequest | undefined {
-    if (this.stopped || this.pending !== undefined) return undefined;
+  /**
+   * Starts `request` unless one is under way (`always`: even then — a handover must not wait
+   * for a poll's request); the request to send, or undefined.
+   */
+  begin(request: EtcdRequest, always = false): EtcdRequest | undefined {
+    if (this.stopped || (this.pending !== undefined && !always)) return undefined;
     if (request.kind !== "resign") this.pending = request;
     return request;
   }
@@ -101,11 +104,13 @@ export class EtcdRequests {
     return this.begin({ kind: "acquire", epoch: decision.epoch });
   }
 
-  /** The answer to any other request (`ok`: acquired or written). */
-  answered(ok: boolean): EtcdOutcome {
-    const request = this.pending;
+  /**
+   * The answer to `request` (`ok`: acquired or written). Any answer frees the way for the next
+   * request, as one busy flag would.
+   */
+  answered(request: EtcdRequest, ok: boolean): EtcdOutcome {
     this.pending = undefined;
-    if (request === undefined || !ok || this.stopped) return { kind: "none" };
+    if (!ok || this.stopped) return { kind: "none" };
     if (request.kind === "acquire") return { kind: "retaken", epoch: request.epoch };
     if (request.kind !== "setReplica") return { kind: "none" };
     if (request.purpose === "clear") return { kind: "cleared" };

@@ -237,12 +237,15 @@ export class PrimaryMachine {
     ];
     // etcd mode: the standby takes over only by taking the key: name it (a lapse during the
     // handover may have cleared the name), then give the key up (resign).
-    const request = this.etcd?.begin({
-      kind: "setReplica",
-      epoch: this.sender.epoch,
-      replica: this.options.identity.peerName,
-      purpose: "handover",
-    });
+    const request = this.etcd?.begin(
+      {
+        kind: "setReplica",
+        epoch: this.sender.epoch,
+        replica: this.options.identity.peerName,
+        purpose: "handover",
+      },
+      true,
+    );
     if (request) out.push({ kind: "etcd", request });
     return out;
   }
@@ -271,8 +274,9 @@ export class PrimaryMachine {
     return request ? [{ kind: "etcd", request }] : [];
   }
 
-  etcdAnswered(ok: boolean): PrimaryAction[] {
-    const outcome = this.etcd?.answered(ok) ?? { kind: "none" };
+  /** etcd answered `request` (`ok`: acquired or written). */
+  etcdAnswered(request: EtcdRequest, ok: boolean): PrimaryAction[] {
+    const outcome = this.etcd?.answered(request, ok) ?? { kind: "none" };
     switch (outcome.kind) {
       case "none":
         return [];

@@ -89,8 +89,3 @@ export function handOver(
     digest,
   };
 }
-
-/** A handover whose standby has not taken over by its deadline. */
-export function handoverExpired(s: SwitchoverState, nowMs: number): boolean {
-  return s.phase === "handing" && nowMs >= s.deadlineMs;
-}
