@@ -49,13 +49,15 @@ export interface GuestEnv {
 export class SimGuest {
   readonly options: GuestOptions;
   private readonly env: GuestEnv;
-  private session: Session | undefined;
-  private openFailure: GuestFailure | undefined;
 
   constructor(options: GuestOptions, env: GuestEnv) {
     this.options = options;
     this.env = env;
   }
+
+  /** The library's session, once one opened; why none could be opened (a fatal answer). */
+  private session: Session | undefined;
+  private openFailure: GuestFailure | undefined;
 
   get sessionId(): string | undefined {
     return this.session?.id;

@@ -3,8 +3,8 @@
 import {
   createLogger,
   createMetrics,
+  idleGauges,
   type Logger,
-  NO_REPLICATION,
   type NodeMetrics,
   type PairRole,
   type PeerProbe,
@@ -70,19 +70,7 @@ let observability: { metrics: NodeMetrics; log: Logger } | undefined;
  */
 export function simObservability(): { metrics: NodeMetrics; log: Logger } {
   observability ??= {
-    metrics: createMetrics(
-      {
-        role: () => "primary",
-        epoch: () => 0,
-        sessions: () => 0,
-        contexts: () => 0,
-        bos: () => 0,
-        vramUsedBytes: () => 0,
-        vramTotalBytes: () => 0,
-        replication: () => NO_REPLICATION,
-      },
-      { processMetrics: false },
-    ),
+    metrics: createMetrics(idleGauges("primary"), { processMetrics: false }),
     log: createLogger({ level: "silent", nodeId: "sim" }),
   };
   return observability;
