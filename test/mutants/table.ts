@@ -35,10 +35,10 @@ export const MUTANTS: readonly Mutant[] = [
   },
   {
     name: "promote-ineligible",
-    what: "a standby counts as eligible without the primary's sync grant, so it promotes",
+    what: "a standby counts as eligible whatever its state (empty, mid-snapshot, diverged, no grant)",
     file: receiver,
     original: '    return this.state === "replica" && this.granted;',
-    replacement: '    return this.state === "replica";',
+    replacement: "    return true;",
   },
   {
     name: "etcd-promote-ineligible",
@@ -68,13 +68,6 @@ export const MUTANTS: readonly Mutant[] = [
     file: receiver,
     original: "      if (entry.seq !== this.appliedSeq + 1) {",
     replacement: "      if (entry.seq < this.appliedSeq) {",
-  },
-  {
-    name: "grant-kept-through-snapshot",
-    what: "the primary keeps its standby's sync grant while a snapshot replaces the standby's state",
-    file: primaryRole,
-    original: "        snapshotChunksAcked: sender.snapshotProgress?.chunksAcked ?? 0,",
-    replacement: "        snapshotChunksAcked: 0,",
   },
   {
     name: "met-primary-ignored",
