@@ -112,10 +112,12 @@ async function main(): Promise<number> {
     killChildren();
     if (!opts.keep) tree.remove();
   };
-  process.once("SIGINT", () => {
-    cleanUp();
-    process.exit(130);
-  });
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      cleanUp();
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    });
+  }
   try {
     console.log(`scratch tree ${tree.dir}: building`);
     const started = performance.now();
