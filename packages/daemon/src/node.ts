@@ -33,6 +33,7 @@ import {
   stepDownEpoch,
   systemClock,
   type TlsFiles,
+  VgpuError,
   wire,
 } from "@vgpu-ha/common";
 import { GuestGuard } from "@vgpu-ha/primary";
@@ -42,6 +43,7 @@ import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./
 import { EtcdArbiter } from "./lease/etcd-arbiter.js";
 import { LeaseThread } from "./lease/lease-thread.js";
 import { buildOpsApp } from "./ops/ops-app.js";
+import { codeOr } from "./ops/refusal.js";
 import { type ReplicationRefusals, replicationRefusals } from "./replication-refusals.js";
 import { PrimaryRole } from "./roles/primary-role.js";
 import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
@@ -153,7 +155,9 @@ export class VgpuNode implements Supervisor {
       adminToken: config.ops.token,
       admin: {
         verify: async () => {
-          if (!this.role.verify) throw new Error("verify runs on the primary");
+          if (!this.role.verify) {
+            throw new VgpuError(ErrorCode.NOT_PRIMARY, "verify runs on the primary");
+          }
           return { ...(await this.role.verify()) };
         },
         ...(config.testing.faultInjection
@@ -637,11 +641,13 @@ export class VgpuNode implements Supervisor {
       // etcd mode: even forced, a node serves only holding the leader key.
       const view = await this.arbiter.read();
       if (view.leader) {
-        throw new OpsRefusal(409, `the etcd leader key is held by ${view.leader.nodeId}`);
+        const held = `the etcd leader key is held by ${view.leader.nodeId}`;
+        throw new OpsRefusal(409, held, ErrorCode.LEADER_KEY_HELD);
       }
       etcdEpoch = Math.max(view.record?.epoch ?? 0, this.currentEpoch) + 1;
       if (!(await this.arbiter.acquire(view, etcdEpoch, this.config.guest.listen))) {
-        throw new OpsRefusal(409, "another node took the etcd leader key first");
+        const lost = "another node took the etcd leader key first";
+        throw new OpsRefusal(409, lost, ErrorCode.LEADER_KEY_HELD);
       }
     }
     this.askedBy = caller;
@@ -661,11 +667,8 @@ export class VgpuNode implements Supervisor {
     } catch (e) {
       if (!force) {
         this.askedBy = undefined;
-        throw new OpsRefusal(
-          409,
-          `${(e as Error).message} (force to step down anyway)`,
-          ErrorCode.HANDOVER_FAILED,
-        );
+        const why = `${(e as Error).message} (force to step down anyway)`;
+        throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), why);
       }
       this.askedBy = caller;
       await this.stepDown(this.currentEpoch, "demoted by an operator", "manual");
@@ -686,7 +689,7 @@ export class VgpuNode implements Supervisor {
       return { ...done, role: this.role.name, epoch: this.currentEpoch };
     } catch (e) {
       this.askedBy = undefined;
-      throw new OpsRefusal(409, (e as Error).message, ErrorCode.HANDOVER_FAILED);
+      throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), (e as Error).message);
     }
   }
 
