@@ -1,7 +1,8 @@
-// Proves the mutant tool's own logic: an anchor found once is replaced there and nowhere else,
-// one found zero or several times is a stale mutant (an error, never a pass), names select
-// mutants strictly, a simulator's first failing seed is read from its replay line, and every
-// mutant of the table has a live anchor in this tree (a moved line fails here, in `npm test`).
+// Proves the mutant tool's own logic: an anchor standing once as whole lines is replaced there
+// and nowhere else; one found zero or several times, or inside a changed line, is a stale mutant
+// (an error, never a pass); names select mutants strictly; a simulator's first failing seed is
+// read from its replay line; and every mutant of the table has a live anchor in this tree (a
+// moved line fails here, in `npm test`).
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -10,9 +11,9 @@ import {
   applyMutant,
   firstFailingSeed,
   formatTable,
+  lineMatches,
   type Mutant,
   type MutantResult,
-  occurrences,
   StaleMutantError,
   selectMutants,
 } from "./mutant.js";
@@ -42,8 +43,19 @@ describe("applyMutant", () => {
   });
 
   it("refuses an anchor found twice", () => {
-    const m = mutant("();", "(1);");
-    expect(() => applyMutant(source, m)).toThrow(/occurs 2 times/);
+    const twice = "  x();\nb();\n  x();\n";
+    expect(() => applyMutant(twice, mutant("  x();", "  y();"))).toThrow(/occur 2 times/);
+  });
+
+  it("matches whole lines only: a line changed in any way is stale", () => {
+    const commented = "a();\n  if (x) return undefined; // moved\n";
+    expect(() =>
+      applyMutant(commented, mutant("  if (x) return undefined;", "  return 1;")),
+    ).toThrow(/not in the file/);
+    expect(() => applyMutant(source, mutant("if (x) return undefined;", "return 1;"))).toThrow(
+      StaleMutantError,
+    );
+    expect(applyMutant("a();\r\nb();\r\n", mutant("b();", "c();"))).toBe("a();\r\nc();\r\n");
   });
 
   it("accepts an anchor made unique by the line before it", () => {
@@ -59,23 +71,25 @@ describe("applyMutant", () => {
     expect(() => applyMutant(source, mutant("b();", "b();"))).toThrow(/equals the original/);
   });
 
-  it("changes exactly the anchor: the text around it is kept", () => {
+  it("changes exactly the anchor's lines: the lines around them are kept", () => {
     fc.assert(
       fc.property(fc.string(), fc.string(), fc.string(), (before, after, replacement) => {
         const anchor = "\u0000ANCHOR\u0000";
         fc.pre(!before.includes("\u0000") && !after.includes("\u0000"));
         fc.pre(replacement !== anchor);
-        const out = applyMutant(before + anchor + after, mutant(anchor, replacement));
-        expect(out).toBe(before + replacement + after);
+        const text = `${before}\n${anchor}\n${after}`;
+        const out = applyMutant(text, mutant(anchor, replacement));
+        expect(out).toBe(`${before}\n${replacement}\n${after}`);
       }),
     );
   });
 });
 
-describe("occurrences", () => {
-  it("counts non-overlapping matches", () => {
-    expect(occurrences("aaaa", "aa")).toBe(2);
-    expect(occurrences("abc", "d")).toBe(0);
+describe("lineMatches", () => {
+  it("finds the needle only where it spans whole lines", () => {
+    expect(lineMatches("ab\nab\nxab\n", "ab")).toEqual([0, 3]);
+    expect(lineMatches("a\nb\nc", "b\nc")).toEqual([2]);
+    expect(lineMatches("abc", "")).toEqual([]);
   });
 });
 

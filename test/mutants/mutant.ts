@@ -11,8 +11,8 @@ export interface Mutant {
   /** Path from the repository root. */
   readonly file: string;
   /**
-   * The exact text replaced: one line with its indentation, or a few lines when one line alone
-   * is not unique (the anchor). It must occur exactly once, else the mutant is stale.
+   * The exact text replaced: one whole line with its indentation, or a few whole lines when one
+   * line alone is not unique (the anchor). It must occur exactly once, else the mutant is stale.
    */
   readonly original: string;
   readonly replacement: string;
@@ -26,34 +26,36 @@ export class StaleMutantError extends Error {
   ) {
     super(
       occurrences === 0
-        ? `mutant ${mutant}: its original text is not in the file (re-aim it)`
-        : `mutant ${mutant}: its original text occurs ${occurrences} times (make the anchor unique)`,
+        ? `mutant ${mutant}: its original lines are not in the file (re-aim it)`
+        : `mutant ${mutant}: its original lines occur ${occurrences} times (make the anchor unique)`,
     );
   }
 }
 
-/** Non-overlapping occurrences of `needle` in `haystack`. */
-export function occurrences(haystack: string, needle: string): number {
-  if (needle.length === 0) return 0;
-  let count = 0;
-  for (
-    let at = haystack.indexOf(needle);
-    at >= 0;
-    at = haystack.indexOf(needle, at + needle.length)
-  ) {
-    count++;
+/**
+ * Where `needle` stands as whole lines in `haystack`: it starts at the start of a line and ends
+ * at the end of one (a line changed in any way, even by a comment added, no longer matches).
+ */
+export function lineMatches(haystack: string, needle: string): number[] {
+  const found: number[] = [];
+  if (needle.length === 0) return found;
+  for (let at = haystack.indexOf(needle); at >= 0; at = haystack.indexOf(needle, at + 1)) {
+    const end = at + needle.length;
+    const startsLine = at === 0 || haystack[at - 1] === "\n";
+    const endsLine = end === haystack.length || haystack[end] === "\n" || haystack[end] === "\r";
+    if (startsLine && endsLine) found.push(at);
   }
-  return count;
+  return found;
 }
 
-/** The mutated text; throws StaleMutantError unless the anchor occurs exactly once. */
+/** The mutated text; throws StaleMutantError unless the anchor stands exactly once as whole lines. */
 export function applyMutant(source: string, mutant: Mutant): string {
   if (mutant.original === mutant.replacement) {
     throw new Error(`mutant ${mutant.name}: the replacement equals the original`);
   }
-  const found = occurrences(source, mutant.original);
-  if (found !== 1) throw new StaleMutantError(mutant.name, found);
-  const at = source.indexOf(mutant.original);
+  const found = lineMatches(source, mutant.original);
+  if (found.length !== 1) throw new StaleMutantError(mutant.name, found.length);
+  const at = found[0]!;
   return source.slice(0, at) + mutant.replacement + source.slice(at + mutant.original.length);
 }
 

@@ -1,8 +1,8 @@
 // The planted bugs of `npm run mutants` (see mutant.ts and docs/development.md#mutants). Each is
 // one edit of shipped code under packages/; the simulator and the scenario files must kill it.
 // When code moves, re-aim the mutant: point `file` at the new place and copy the line exactly
-// (with its indentation). An anchor found zero or several times fails the run: a stale mutant
-// is a defect, never a pass.
+// (with its indentation). An anchor that does not stand exactly once as whole lines fails the
+// run: a stale mutant is a defect, never a pass.
 import type { Mutant } from "./mutant.js";
 
 const primaryRole = "packages/daemon/src/roles/primary-role.ts";
