@@ -36,7 +36,7 @@ import type { SimGuest } from "./guest.js";
 import type { ReleaseTag } from "./guest-protocol.js";
 import type { Released } from "./guest-service.js";
 import type { FailoverParams, NodeName } from "./params.js";
-import type { SimPrimary } from "./primary.js";
+import type { SimPrimary } from "./primary-host.js";
 import type { FailoverStats } from "./stats.js";
 import { SimFailure, type World } from "./world.js";
 

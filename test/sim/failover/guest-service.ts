@@ -73,6 +73,14 @@ export class SimGuestService {
     return n;
   }
 
+  /** Sessions with a stream attached. */
+  get openStreams(): number {
+    return this.bySession.size;
+  }
+
+  /** The simulator reaps no idle sessions. */
+  reapIdle(): void {}
+
   get isPaused(): boolean {
     return this.paused;
   }

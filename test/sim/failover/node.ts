@@ -26,7 +26,7 @@ import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { Lineages } from "./lineage.js";
 import type { End, Network, NodeHost } from "./net.js";
 import { type FailoverParams, type NodeName, peerOf } from "./params.js";
-import { SimPrimary } from "./primary.js";
+import { SimPrimary } from "./primary-host.js";
 import { SimProcess } from "./process.js";
 import type { SimRoleDeps, SimSupervisor } from "./roles.js";
 import { SimStandby } from "./standby.js";

@@ -19,7 +19,7 @@ import type { SimArbiter } from "./etcd.js";
 import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { End } from "./net.js";
 import { holdingOf } from "./node.js";
-import type { Takeover } from "./primary.js";
+import type { Takeover } from "./primary-host.js";
 import type { Timer } from "./process.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";
 import { SimFailure } from "./world.js";
