@@ -17,16 +17,16 @@ import {
   type StandbyMessage,
   standbyWithoutPrimary,
   stepDownEpoch,
+  type wire,
 } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
 import { SimArbiter, type SimEtcd } from "./etcd.js";
-import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { Lineages } from "./lineage.js";
-import type { End, Network, NodeHost } from "./net.js";
+import { type End, guestLink, type Network, type NodeHost } from "./net.js";
 import { type FailoverParams, type NodeName, peerOf } from "./params.js";
-import { SimPrimary } from "./primary.js";
+import { SimPrimary } from "./primary-host.js";
 import { SimProcess } from "./process.js";
 import type { SimRoleDeps, SimSupervisor } from "./roles.js";
 import { SimStandby } from "./standby.js";
@@ -320,7 +320,7 @@ export class SimNode implements SimSupervisor, NodeHost {
       // Guests that arrived while it promoted waited for this role.
       for (const stream of standby.takeParked()) {
         this.watchSends(stream);
-        primary.guests.serve(stream);
+        primary.guests.serve(guestLink(stream));
       }
     });
   }
@@ -376,18 +376,18 @@ export class SimNode implements SimSupervisor, NodeHost {
     role.acceptReplication(server);
   }
 
-  serveGuest(server: End<NodeMessage, GuestMessage>): void {
+  serveGuest(server: End<wire.NodeMessage, wire.GuestMessage>): void {
     const role = this.role;
     if (role === undefined) throw new SimFailure(`${this.name} served a guest without a role`);
     this.watchSends(server);
-    if (role instanceof SimPrimary) role.guests.serve(server);
+    if (role instanceof SimPrimary) role.guests.serve(guestLink(server));
     else role.serveGuest(server);
   }
 
   /** Every message a node sends carries an epoch it has persisted. */
   watchSends<Out, In>(end: End<Out, In>): void {
     end.onSend = (m) => {
-      const epoch = (m as { epoch?: number }).epoch;
+      const epoch = epochOf(m);
       if (epoch !== undefined) this.env.checker.sent(this.name, epoch, this.persistedEpoch);
     };
   }
@@ -408,6 +408,14 @@ export class SimNode implements SimSupervisor, NodeHost {
     const role = this.role === undefined ? "-" : this.decided ? this.role.describe() : "starting";
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
+}
+
+/** The epoch a message carries: a replication message's, or a guest reply's (Opened, Acks). */
+function epochOf(m: unknown): number | undefined {
+  const epoch = (m as { epoch?: number }).epoch;
+  if (epoch !== undefined) return epoch;
+  const value = (m as { kind?: { value?: { epoch?: unknown } } }).kind?.value?.epoch;
+  return typeof value === "bigint" ? Number(value) : undefined;
 }
 
 /** What a probed peer holds, for the etcd acquisition rule (node.ts holdingOf). */

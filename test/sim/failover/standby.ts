@@ -4,6 +4,7 @@
 // (with the real applier, wrapped to record what it applies), watchStandbyLease (the lease
 // rule, eligibility, self-pause detection). A divergence never happens in a correct run: it
 // fails the run.
+import { create } from "@bufbuild/protobuf";
 import {
   ErrorCode,
   identityRefusal,
@@ -12,14 +13,14 @@ import {
   type PrimaryMessage,
   type StandbyMessage,
   watchStandbyLease,
+  wire,
 } from "@vgpu-ha/common";
 import { Backend } from "@vgpu-ha/gpu-model";
 import { applyEntry, Receiver } from "@vgpu-ha/standby";
 import type { SimArbiter } from "./etcd.js";
-import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { End } from "./net.js";
 import { holdingOf } from "./node.js";
-import type { Takeover } from "./primary.js";
+import type { Takeover } from "./primary-host.js";
 import type { Timer } from "./process.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";
 import { SimFailure } from "./world.js";
@@ -42,7 +43,7 @@ export class SimStandby {
   private ineligibleCounted = false;
   private stopped = false;
   /** Guests arriving during a switchover's promotion wait here for the new primary role. */
-  private parked: End<NodeMessage, GuestMessage>[] = [];
+  private parked: End<wire.NodeMessage, wire.GuestMessage>[] = [];
   private parking = false;
   private parkTimer: Timer | undefined;
 
@@ -101,7 +102,7 @@ export class SimStandby {
     return this.link !== undefined;
   }
 
-  serveGuest(stream: End<NodeMessage, GuestMessage>): void {
+  serveGuest(stream: End<wire.NodeMessage, wire.GuestMessage>): void {
     if (this.parking && !this.stopped) {
       stream.pauseReading(); // its frames wait for the primary role
       this.parked.push(stream);
@@ -111,7 +112,7 @@ export class SimStandby {
   }
 
   /** The guest streams parked during a promotion, for the new primary role to serve. */
-  takeParked(): End<NodeMessage, GuestMessage>[] {
+  takeParked(): End<wire.NodeMessage, wire.GuestMessage>[] {
     this.deps.proc.clear(this.parkTimer);
     return this.parked.splice(0);
   }
@@ -126,16 +127,17 @@ export class SimStandby {
   }
 
   /** refuseGuests: NOT_PRIMARY, naming the primary while it is known to be alive. */
-  private refuse(stream: End<NodeMessage, GuestMessage>): void {
+  private refuse(stream: End<wire.NodeMessage, wire.GuestMessage>): void {
     const last = this.lastMessageMs;
     const fresh =
       last !== undefined && this.deps.proc.now() - last < this.deps.params.lease.leaseMs;
-    stream.send({
-      kind: "error",
-      code: ErrorCode.NOT_PRIMARY,
-      message: "this node is the standby",
-      redirect: this.link !== undefined && fresh ? this.deps.peer : "",
-    });
+    const redirect = this.link !== undefined && fresh ? this.deps.peer : "";
+    const message = "this node is the standby";
+    stream.send(
+      create(wire.NodeMessageSchema, {
+        kind: { case: "error", value: { code: ErrorCode.NOT_PRIMARY, message, redirect } },
+      }),
+    );
     stream.close("standby");
   }
 

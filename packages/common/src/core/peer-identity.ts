@@ -139,12 +139,13 @@ export function lowerEpochRefusal(self: {
  * too and logs both versions.
  */
 export function refusalReply(
-  self: { readonly clusterId: string; readonly nodeId: string; readonly version: NodeVersion },
+  self: { readonly clusterId: string; readonly nodeId: string },
   why: IdentityRefusal,
 ): StandbyMessage[] {
   const error: StandbyMessage = { kind: "error", epoch: 0, code: why.code, message: why.message };
   if (!why.versions) return [error];
-  return [helloNaming({ ...self, epoch: 0 }, self.version), error];
+  const { clusterId, nodeId } = self;
+  return [helloNaming({ clusterId, nodeId, epoch: 0 }, why.versions.own), error];
 }
 
 /** A hello that only names this node (no replica, nothing to resume), with its version. */
