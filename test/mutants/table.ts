@@ -5,7 +5,8 @@
 // run: a stale mutant is a defect, never a pass.
 import type { Mutant } from "./mutant.js";
 
-const primaryRole = "packages/daemon/src/roles/primary-role.ts";
+const primaryMachine = "packages/primary/src/core/primary-machine.ts";
+const primaryDriver = "packages/primary/src/primary-driver.ts";
 const standbyRole = "packages/daemon/src/roles/standby-role.ts";
 const node = "packages/daemon/src/node.ts";
 const receiver = "packages/standby/src/core/receiver.ts";
@@ -14,24 +15,23 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: "release-all",
     what: "the primary releases every reply whatever its lease and its standby hold",
-    file: primaryRole,
+    file: primaryMachine,
     original: "    return seq === RELEASE_ALL ? undefined : seq;",
     replacement: "    return undefined;",
   },
   {
     name: "fenced-answers",
     what: "peer mode: a primary whose lease lapsed (fenced) keeps releasing replies as if leased",
-    file: primaryRole,
-    original: '    let lease = lapsed || this.lease === "alone" ? "fenced" : this.lease;',
-    replacement:
-      '    let lease = this.lease === "alone" ? "fenced" : this.lease; if (lease === "fenced") lease = "leased";',
+    file: primaryMachine,
+    original: '    let lease: PrimaryLease = lapsed ? "fenced" : this.lease;',
+    replacement: '    let lease: PrimaryLease = lapsed || this.lease === "fenced" ? "leased" : this.lease;',
   },
   {
     name: "etcd-fenced-answers",
     what: "etcd mode: a primary without its etcd lease keeps releasing replies",
-    file: primaryRole,
-    original: '    if (arbiter) lease = now < arbiter.leaseEndMs() ? "leased" : "fenced";',
-    replacement: '    if (arbiter) lease = "leased";',
+    file: primaryMachine,
+    original: '    if (f.etcd) lease = f.nowMs < f.etcd.leaseEndMs ? "leased" : "fenced";',
+    replacement: '    if (f.etcd) lease = "leased";',
   },
   {
     name: "promote-ineligible",
@@ -57,10 +57,10 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: "stepdown-keeps-state",
     what: "a primary stepping down keeps its state as a replica without a completed handover",
-    file: primaryRole,
-    original: "    if (!h || h.lastSeq !== this.log.lastSeq) return undefined;",
+    file: primaryDriver,
+    original: "    if (lastSeq === undefined || lastSeq !== this.log.lastSeq) return undefined;",
     replacement:
-      "    if (!h || h.lastSeq !== this.log.lastSeq) return { backend: this.backend, lastSeq: this.log.lastSeq };",
+      "    if (lastSeq === undefined || lastSeq !== this.log.lastSeq) return { backend: this.backend, lastSeq: this.log.lastSeq };",
   },
   {
     name: "apply-out-of-order",
@@ -72,8 +72,9 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: "met-primary-ignored",
     what: "a primary dialled by a primary of a higher epoch keeps serving instead of stepping down",
-    file: primaryRole,
-    original: "      if (otherPrimaryWins(self, m)) {",
-    replacement: "      if (otherPrimaryWins(self, m) && m.epoch < 0) {",
+    file: primaryMachine,
+    original: "    if (otherPrimaryWins({ epoch, nodeId: this.options.identity.nodeId }, m)) {",
+    replacement:
+      "    if (otherPrimaryWins({ epoch, nodeId: this.options.identity.nodeId }, m) && m.epoch < 0) {",
   },
 ];
