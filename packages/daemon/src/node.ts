@@ -356,7 +356,7 @@ export class VgpuNode implements Supervisor {
       return "standalone";
     }
     if (this.arbiter) return this.decideEtcdRole(this.arbiter);
-    const decided = initialRole(config.role, this.currentEpoch, await this.probePeer());
+    const decided = initialRole(config.role, this.currentEpoch, await this.askPeer());
     if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
     return decided.role;
   }
@@ -371,7 +371,7 @@ export class VgpuNode implements Supervisor {
     this.transition = this.transition.then(async () => {
       const standby = this.role;
       if (this.stopping || !(standby instanceof StandbyRole) || standby.primaryInSight()) return;
-      const peer = await this.probePeer();
+      const peer = await this.askPeer();
       if (this.role !== standby || standby.primaryInSight()) return;
       const self = {
         configured: this.config.role === "primary" ? "primary" : "standby",
@@ -408,7 +408,7 @@ export class VgpuNode implements Supervisor {
         if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
         return "standby";
       }
-      const peer = await this.probePeer();
+      const peer = await this.askPeer();
       const decision = mayAcquire({
         me: this.config.nodeId,
         configuredPrimary: this.config.role === "primary",
@@ -431,44 +431,51 @@ export class VgpuNode implements Supervisor {
     }
   }
 
-  async probePeer(): Promise<PeerView | undefined> {
+  /** Supervisor.probePeer: asks the peer what it is and holds (undefined: no answer). */
+  probePeer(done: (peer: PeerView | undefined) => void): void {
     const address = this.config.peer.replicationAddress;
-    if (!address) return undefined;
+    if (!address) {
+      done(undefined);
+      return;
+    }
     const client = createClient(
       wire.Replication,
       address,
       this.peer.credentials,
       this.peer.options,
     );
-    try {
-      return await new Promise<PeerView | undefined>((resolve) => {
-        const request = create(wire.ProbeRequestSchema, {
-          clusterId: this.config.clusterId,
-          nodeId: this.config.nodeId,
-          epoch: BigInt(this.currentEpoch),
-        });
-        const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
-        client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
-          if (err || !res) return resolve(undefined);
-          // Believe nothing (above all no epoch) from a node that is not our peer.
-          const who = identityRefusal(this.identityRule(), res);
-          if (who !== null) {
-            this.refusals.report(who, address, "outbound");
-            return resolve(undefined);
-          }
-          const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          resolve({
-            nodeId: res.nodeId,
-            role,
-            epoch: Number(res.epoch),
-            replica: res.replica,
-            appliedSeq: Number(res.appliedSeq),
-          });
-        });
-      });
-    } finally {
+    const answer = (peer: PeerView | undefined) => {
       client.close();
-    }
+      done(peer);
+    };
+    const request = create(wire.ProbeRequestSchema, {
+      clusterId: this.config.clusterId,
+      nodeId: this.config.nodeId,
+      epoch: BigInt(this.currentEpoch),
+    });
+    const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
+    client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
+      if (err || !res) return answer(undefined);
+      // Believe nothing (above all no epoch) from a node that is not our peer.
+      const who = identityRefusal(this.identityRule(), res);
+      if (who !== null) {
+        this.refusals.report(who, address, "outbound");
+        return answer(undefined);
+      }
+      const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
+      answer({
+        nodeId: res.nodeId,
+        role,
+        epoch: Number(res.epoch),
+        replica: res.replica,
+        appliedSeq: Number(res.appliedSeq),
+      });
+    });
+  }
+
+  /** probePeer for the node's own (async) role decisions. */
+  private askPeer(): Promise<PeerView | undefined> {
+    return new Promise((resolve) => this.probePeer(resolve));
   }
 
   private identityRule(): PeerIdentityRule {
@@ -593,7 +600,7 @@ export class VgpuNode implements Supervisor {
         );
         const standby = new StandbyRole(this.roleDeps());
         kept.backend.trackMmio = false;
-        standby.receiver.adopt(kept.backend, kept.lastSeq);
+        standby.driver.adopt(kept.backend, kept.lastSeq);
         this.become("standby", "switchover", standby);
       } else {
         this.log.error(
