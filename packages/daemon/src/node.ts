@@ -18,7 +18,7 @@ import {
   ERROR_CATALOGUE,
   ErrorCode,
   errorName,
-  type Holding,
+  holdingOf,
   identityRefusal,
   initialRole,
   type Logger,
@@ -881,13 +881,6 @@ export function splitHostPort(address: string): [string, number] {
   const i = address.lastIndexOf(":");
   const host = address.slice(0, i).replace(/^\[(.*)\]$/, "$1");
   return [host, Number(address.slice(i + 1))];
-}
-
-/** What a probed peer holds, for the etcd acquisition rule. */
-function holdingOf(peer: PeerView): Holding {
-  if (peer.role === "primary") return "primary-state";
-  if (peer.replica) return "granted-replica";
-  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }
 
 /** Test-only: holds the event loop (and this thread) for `ms`, as a long synchronous task would. */

@@ -15,7 +15,6 @@ export {
   StandbyMachine,
   type StandbyMachineOptions,
   type StandbyNote,
-  standbyPeerHolding,
 } from "./core/standby-machine.js";
 export { refuseGuests } from "./guest-refusal.js";
 export type { LinkLogger, StandbyEtcd, StandbyGuests, StandbyObserver } from "./ports.js";

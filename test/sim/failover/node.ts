@@ -7,7 +7,7 @@
 // as microtasks after the callback that asked for them, as on the daemon's promise chain.
 import {
   discardedOnStepDown,
-  type Holding,
+  holdingOf,
   initialRole,
   mayAcquire,
   type PairRole,
@@ -408,11 +408,4 @@ export class SimNode implements SimSupervisor, NodeHost {
     const role = this.role === undefined ? "-" : this.decided ? this.role.describe() : "starting";
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
-}
-
-/** What a probed peer holds, for the etcd acquisition rule (node.ts holdingOf). */
-export function holdingOf(peer: PeerProbe): Holding {
-  if (peer.role === "primary") return "primary-state";
-  if (peer.replica) return "granted-replica";
-  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }

@@ -6,6 +6,7 @@
 // fails the run.
 import {
   ErrorCode,
+  holdingOf,
   identityRefusal,
   mayAcquire,
   NO_HELLO,
@@ -18,7 +19,6 @@ import { applyEntry, Receiver } from "@vgpu-ha/standby";
 import type { SimArbiter } from "./etcd.js";
 import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { End } from "./net.js";
-import { holdingOf } from "./node.js";
 import type { Takeover } from "./primary.js";
 import type { Timer } from "./process.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";

@@ -9,6 +9,7 @@ import {
   type AcquireDecision,
   type ClusterRecord,
   type Holding,
+  holdingOf,
   type LeaseTerms,
   mayAcquire,
   type PeerView,
@@ -94,12 +95,6 @@ type EtcdPhase =
   | { readonly phase: "acquiring"; readonly epoch: number };
 
 const IDLE: EtcdPhase = { phase: "idle" };
-
-/** What a probed peer holds, for the standby's acquisition rule (a granted replica or not). */
-export function standbyPeerHolding(peer: PeerView): Holding {
-  if (peer.role === "primary") return "primary-state";
-  return peer.replica ? "granted-replica" : "nothing";
-}
 
 export class StandbyMachine {
   private readonly options: StandbyMachineOptions;
@@ -197,7 +192,7 @@ export class StandbyMachine {
   /** The answer to probePeer (undefined: the peer did not answer). */
   peerProbed(peer: PeerView | undefined, facts: StandbyFacts): StandbyAction[] {
     if (this.etcd.phase !== "probing") return [];
-    const holds = peer && { nodeId: peer.nodeId, holds: standbyPeerHolding(peer) };
+    const holds = peer && { nodeId: peer.nodeId, holds: holdingOf(peer) };
     return this.decided(this.decide(this.etcd.record, facts, holds), facts);
   }
 
