@@ -151,6 +151,7 @@ export class StandbyMachine {
       this.handoverPending = true; // promote once the key is ours
       return park;
     }
+    if (this.promoting) return park; // asked already: the node promotes once
     this.promoting = true;
     return [...park, { kind: "promote", reason: "switchover", force: false }];
   }
