@@ -19,6 +19,7 @@ import {
   stepDownEpoch,
 } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
+import { StandbyDriver } from "@vgpu-ha/standby";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
 import { SimArbiter, type SimEtcd } from "./etcd.js";
@@ -29,7 +30,7 @@ import { type FailoverParams, type NodeName, peerOf } from "./params.js";
 import { SimPrimary } from "./primary.js";
 import { SimProcess } from "./process.js";
 import type { SimRoleDeps, SimSupervisor } from "./roles.js";
-import { SimStandby } from "./standby.js";
+import { describeStandby, endLink, type SimStandby, simStandby } from "./standby-ports.js";
 import type { FailoverStats } from "./stats.js";
 import type { World } from "./world.js";
 import { SimFailure } from "./world.js";
@@ -89,7 +90,7 @@ export class SimNode implements SimSupervisor, NodeHost {
   }
 
   get standby(): SimStandby | undefined {
-    return this.role instanceof SimStandby && this.decided ? this.role : undefined;
+    return this.role instanceof StandbyDriver && this.decided ? this.role : undefined;
   }
 
   private deps(proc: SimProcess): SimRoleDeps {
@@ -141,7 +142,7 @@ export class SimNode implements SimSupervisor, NodeHost {
       ? new SimArbiter(env.etcd, proc, this.name, env.params.lease)
       : undefined;
     // Until the role is decided, a standby that serves nobody (VgpuNode's constructor).
-    this.role = new SimStandby(this.deps(proc));
+    this.role = simStandby(this.deps(proc));
     proc.run(() => {
       this.currentEpoch = this.persistedEpoch;
       if (this.arbiter) this.decideEtcdRole(proc, this.arbiter);
@@ -184,9 +185,7 @@ export class SimNode implements SimSupervisor, NodeHost {
     this.role!.stop("role decided");
     this.decided = true;
     if (role === "primary") this.env.stats.coldStarts++;
-    this.become(
-      role === "primary" ? new SimPrimary(this.deps(proc)) : new SimStandby(this.deps(proc)),
-    );
+    this.become(role === "primary" ? new SimPrimary(this.deps(proc)) : simStandby(this.deps(proc)));
   }
 
   probePeer(proc: SimProcess, done: (peer: ProbeAnswer | undefined) => void): void {
@@ -231,9 +230,7 @@ export class SimNode implements SimSupervisor, NodeHost {
     if (decided.role === "primary") this.env.stats.coldStarts++;
     else if (peer?.role === "primary") this.env.stats.rejoinsAsStandby++;
     this.become(
-      decided.role === "primary"
-        ? new SimPrimary(this.deps(proc))
-        : new SimStandby(this.deps(proc)),
+      decided.role === "primary" ? new SimPrimary(this.deps(proc)) : simStandby(this.deps(proc)),
     );
     // Peer mode only: etcd mode leaves this to the leader key.
     const everyMs = Math.max(1000, this.env.params.lease.leaseMs * 2);
@@ -243,7 +240,7 @@ export class SimNode implements SimSupervisor, NodeHost {
   /** VgpuNode.watchForPrimary: a standby with no primary in sight asks its peer. */
   private watchForPrimary(proc: SimProcess): void {
     const standby = this.role;
-    if (!(standby instanceof SimStandby) || standby.primaryInSight()) return;
+    if (!(standby instanceof StandbyDriver) || standby.primaryInSight()) return;
     this.env.stats.watchProbes++;
     this.probePeer(proc, (peer) => {
       if (this.role !== standby || standby.primaryInSight()) return;
@@ -272,7 +269,8 @@ export class SimNode implements SimSupervisor, NodeHost {
   private become(role: SimPrimary | SimStandby): void {
     this.role = role;
     role.start();
-    this.env.note(`${this.name} now ${role.name} at epoch ${this.currentEpoch}`);
+    const name = role instanceof SimPrimary ? role.name : "standby";
+    this.env.note(`${this.name} now ${name} at epoch ${this.currentEpoch}`);
   }
 
   crash(): void {
@@ -304,7 +302,7 @@ export class SimNode implements SimSupervisor, NodeHost {
     const proc = this.proc!;
     proc.defer(() => {
       const standby = this.role;
-      if (!(standby instanceof SimStandby) || !this.decided) return;
+      if (!(standby instanceof StandbyDriver) || !this.decided) return;
       const takeover = standby.takeover(force);
       if (!takeover) return;
       const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
@@ -336,11 +334,11 @@ export class SimNode implements SimSupervisor, NodeHost {
       primary.stop(`stepping down: ${reason}`);
       this.arbiter?.resign(); // etcd mode: a standby holds no key
       this.env.checker.steppedDown(primary, discarded, kept !== undefined);
-      const standby = new SimStandby(this.deps(proc));
+      const standby = simStandby(this.deps(proc));
       if (kept) {
         this.env.stats.stepDownsKeeping++;
         kept.backend.trackMmio = false;
-        standby.receiver.adopt(kept.backend, kept.lastSeq);
+        standby.adopt(kept.backend, kept.lastSeq);
       } else {
         this.env.stats.stepDownsDiscarding++;
       }
@@ -373,7 +371,8 @@ export class SimNode implements SimSupervisor, NodeHost {
     // A standby answers with a new primary's epoch before it persists it (harmless: it does
     // not serve on it); what a primary sends is checked.
     if (role instanceof SimPrimary) this.watchSends(server);
-    role.acceptReplication(server);
+    if (role instanceof SimPrimary) role.acceptReplication(server);
+    else role.acceptLink(endLink(server));
   }
 
   serveGuest(server: End<NodeMessage, GuestMessage>): void {
@@ -405,7 +404,14 @@ export class SimNode implements SimSupervisor, NodeHost {
 
   describe(): string {
     const state = this.proc?.alive ? this.proc.state : "down";
-    const role = this.role === undefined ? "-" : this.decided ? this.role.describe() : "starting";
+    const role =
+      this.role === undefined
+        ? "-"
+        : !this.decided
+          ? "starting"
+          : this.role instanceof SimPrimary
+            ? this.role.describe()
+            : describeStandby(this.role);
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
 }
