@@ -170,6 +170,11 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: appliedSeq };
   }
 
+  /** The highest epoch the receiver has seen (a promotion goes above it). */
+  seenEpoch(): number {
+    return this.receiver.epoch;
+  }
+
   probe() {
     const r = this.receiver;
     return { role: "standby" as const, replica: r.eligible, appliedSeq: r.appliedSeq };
