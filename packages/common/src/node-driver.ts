@@ -89,8 +89,8 @@ export interface NodeObserver<P, S> {
     reason: string,
     from: CurrentRole<P, S>,
   ): void;
-  /** A primary stopped and stepping down (its state as it stopped). */
-  steppingDown?(primary: P, stepDown: StepDown): void;
+  /** A primary stopped and stepping down (its state as it stopped); `to`: the history reason. */
+  steppingDown?(primary: P, stepDown: StepDown, to: string): void;
   /** The new role started. */
   became?(current: CurrentRole<P, S>, reason: string): void;
 }
@@ -292,7 +292,7 @@ export class NodeDriver<
     from.role.stop(stopReason);
     if (stepDown && from.kind === "primary") {
       ports.etcd?.resign(); // etcd mode: a standby holds no key
-      ports.observer.steppingDown?.(from.role, stepDown);
+      ports.observer.steppingDown?.(from.role, stepDown, reason);
     }
     this.current = this.create(to, state, kept);
     this.current.role.start();

@@ -252,7 +252,7 @@ describe("NodeMachine promotion, step-down, epochs", () => {
       reason: "higher_epoch",
       stopReason: "stepping down: a higher epoch",
       state: "fresh",
-      stepDown: { discarded: solo, kept: false },
+      stepDown: { discarded: solo, kept: false, theirEpoch: 5, reason: "a higher epoch" },
     });
   });
 
@@ -263,7 +263,7 @@ describe("NodeMachine promotion, step-down, epochs", () => {
     expect(become(out)).toMatchObject({
       reason: "switchover",
       state: "kept",
-      stepDown: { discarded: NOTHING_DISCARDED, kept: true },
+      stepDown: { discarded: NOTHING_DISCARDED, kept: true, theirEpoch: 3, reason: "handed over" },
     });
   });
 

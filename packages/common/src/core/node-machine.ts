@@ -47,6 +47,9 @@ export type NodeNote =
 export interface StepDown {
   readonly discarded: DiscardedWork;
   readonly kept: boolean;
+  /** The epoch it stepped down before, and why (for the log). */
+  readonly theirEpoch: number;
+  readonly reason: string;
 }
 
 export type NodeAction =
@@ -219,7 +222,7 @@ export class NodeMachine {
         kept ? "switchover" : why,
         `stepping down: ${reason}`,
         kept ? "kept" : "fresh",
-        { discarded, kept },
+        { discarded, kept, theirEpoch, reason },
       ),
     ];
   }

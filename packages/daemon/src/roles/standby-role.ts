@@ -20,10 +20,10 @@ import {
   type ReplicationCall,
   refuseGuests,
   StandbyDriver,
-  type StandbyEtcd,
   type StandbyNote,
 } from "@vgpu-ha/standby";
-import type { EtcdArbiter, EtcdView } from "../lease/etcd-arbiter.js";
+import type { EtcdView } from "../lease/etcd-arbiter.js";
+import { etcdCallbacks } from "../lease/etcd-callbacks.js";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./role.js";
@@ -58,7 +58,7 @@ export class StandbyRole implements Role {
       },
       etcd: deps.arbiter
         ? {
-            port: etcdPort(deps.arbiter, config.guest.listen),
+            port: etcdCallbacks(deps.arbiter, config.guest.listen),
             pollMs: config.lease.etcd.pollMs,
           }
         : undefined,
@@ -123,6 +123,11 @@ export class StandbyRole implements Role {
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);
+  }
+
+  /** The highest epoch the receiver has seen. */
+  seenEpoch(): number {
+    return this.driver.seenEpoch();
   }
 
   probe() {
@@ -292,20 +297,4 @@ function ineligibleReason(r: Receiver): string | undefined {
   if (r.eligible) return undefined;
   if (r.state !== "replica") return `standby is ${r.state}`;
   return "replica without the primary's sync grant (not known to hold every acknowledged frame)";
-}
-
-/** The etcd client as the standby driver's port (callbacks over its Promises). */
-function etcdPort(arbiter: EtcdArbiter, guestAddress: string): StandbyEtcd<EtcdView> {
-  return {
-    read: (done) =>
-      arbiter.read().then(
-        (view) => done(undefined, view),
-        (e: Error) => done(e, undefined),
-      ),
-    acquire: (view, epoch, done) =>
-      arbiter.acquire(view, epoch, guestAddress).then(
-        (ok) => done(undefined, ok),
-        (e: Error) => done(e, false),
-      ),
-  };
 }
