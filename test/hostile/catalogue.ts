@@ -2,6 +2,7 @@
 // counters must count it, how many epoch changes it may cause (0, except a forced promote),
 // and how to run it at the harness's scale ("full": the figures of issue 12) or the test's
 // ("short": the same attacks, smaller and shorter, for npm test on a shared machine).
+import { ExitCode } from "@vgpu-ha/client/exit-codes";
 import { crossedPair } from "./attacks/crossed-pair.js";
 import { garbage } from "./attacks/garbage.js";
 import { hostileTenant } from "./attacks/hostile-tenant.js";
@@ -267,7 +268,8 @@ function promoteAttack(force: boolean): AttackDef {
     port: "ops",
     refusalMetrics: [],
     expectedEpochChanges: force ? 1 : 0,
-    check: expectAnswer(`exit ${force ? 0 : 4}`, 1),
+    // Unforced on a healthy pair: refused, PRIMARY_LEASED (vgpuctl exit 11).
+    check: expectAnswer(`exit ${force ? ExitCode.ok : ExitCode.primaryLeased}`, 1),
     run: (c) => promote({ nodes: [c.node.opsUrl, c.other.opsUrl], token: c.adminToken, force }),
   });
 }

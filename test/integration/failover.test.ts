@@ -189,8 +189,12 @@ describe("failover", () => {
         headers: { authorization: `Bearer ${ADMIN}` },
       });
     // the primary is not a standby; the standby is not a primary
-    expect((await post("a", "/v1/promote")).status).toBe(409);
-    expect((await post("b", "/v1/switchover")).status).toBe(409);
+    const notStandby = await post("a", "/v1/promote");
+    expect(notStandby.status).toBe(409);
+    expect(await notStandby.json()).toMatchObject({ code: "NOT_STANDBY" });
+    const notPrimary = await post("b", "/v1/switchover");
+    expect(notPrimary.status).toBe(409);
+    expect(await notPrimary.json()).toMatchObject({ code: "NOT_PRIMARY" });
     // without a token: refused
     expect((await fetch(`${pair.node("a").ops}/v1/switchover`, { method: "POST" })).status).toBe(
       401,
@@ -202,7 +206,9 @@ describe("failover", () => {
     });
     const refused = await post("a", "/v1/demote");
     expect(refused.status).toBe(409);
-    expect(((await refused.json()) as { message: string }).message).toMatch(/force/);
+    const why = (await refused.json()) as { code: string; message: string };
+    expect(why.code).toBe("HANDOVER_FAILED");
+    expect(why.message).toMatch(/force/);
     const forced = await post("a", "/v1/demote?force=true");
     expect(forced.status).toBe(200);
     expect((await status(pair.node("a"))).role).toBe("standby");

@@ -75,7 +75,7 @@ export async function verify(primary: OpsNode, token: string): Promise<VerifyAns
     if (res.status === 200) return JSON.parse(body) as VerifyAnswer;
     if (
       res.status !== 409 ||
-      !body.includes("no standby in sync") ||
+      !body.includes('"code":"NO_STANDBY_IN_SYNC"') ||
       performance.now() > deadline
     ) {
       throw new Error(`verify: ${res.status} ${body}`);

@@ -149,7 +149,9 @@ describe.skipIf(!etcdBinary)("etcd lease", () => {
       headers: { authorization: `Bearer ${ADMIN}` },
     });
     expect(forced.status).toBe(409);
-    expect(((await forced.json()) as { message: string }).message).toMatch(/held by a/);
+    const answer = (await forced.json()) as { code: string; message: string };
+    expect(answer.code).toBe("LEADER_KEY_HELD");
+    expect(answer.message).toMatch(/held by a/);
     expect((await status(pair.node("b"))).role).toBe("standby");
     // heal: b catches up and is named again
     for (const p of proxies) p.proxy.setTarget(p.target);

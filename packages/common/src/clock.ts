@@ -1,10 +1,8 @@
-// Time as an input: the cores take a Clock; the daemons pass the real one, tests a fake.
-export interface Clock {
-  /** Monotonic milliseconds (leases, timeouts). Never goes back. */
-  monotonicMs(): number;
-  /** Wall-clock milliseconds since the epoch, for display only. */
-  wallMs(): number;
-}
+// The real clock and timers, for the daemons. The Clock type is the core's (core/clock.ts).
+import type { Clock } from "./core/clock.js";
+import type { Timers } from "./core/ports.js";
+
+export type { Clock } from "./core/clock.js";
 
 export const systemClock: Clock = {
   monotonicMs: () => performance.now(),
@@ -12,7 +10,7 @@ export const systemClock: Clock = {
 };
 
 /** Node's own timers, as the Timers port (core/ports.ts). */
-export const nodeTimers: import("./core/ports.js").Timers = {
+export const nodeTimers: Timers = {
   setTimeout: (ms, fn) => setTimeout(fn, ms),
   setInterval: (ms, fn) => setInterval(fn, ms),
   clear: (t) => {

@@ -1,9 +1,10 @@
 // The operator's role changes (vgpuctl promote, demote, switchover, reinit): each checks what
 // the node is and refuses with a catalogue code, or asks the node driver and waits for the
 // change to have run.
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode, VgpuError } from "@vgpu-ha/common";
 import type { VgpuNode } from "./node.js";
 import { OpsRefusal } from "./node-helpers.js";
+import { codeOr } from "./ops/refusal.js";
 import { PrimaryRole } from "./roles/primary-role.js";
 import { StandbyRole } from "./roles/standby-role.js";
 
@@ -41,11 +42,13 @@ export async function manualPromote(
     // etcd mode: even forced, a node serves only holding the leader key.
     const view = await node.arbiter.read();
     if (view.leader) {
-      throw new OpsRefusal(409, `the etcd leader key is held by ${view.leader.nodeId}`);
+      const held = `the etcd leader key is held by ${view.leader.nodeId}`;
+      throw new OpsRefusal(409, held, ErrorCode.LEADER_KEY_HELD);
     }
     etcdEpoch = Math.max(view.record?.epoch ?? 0, node.epoch()) + 1;
     if (!(await node.arbiter.acquire(view, etcdEpoch, node.config.guest.listen))) {
-      throw new OpsRefusal(409, "another node took the etcd leader key first");
+      const lost = "another node took the etcd leader key first";
+      throw new OpsRefusal(409, lost, ErrorCode.LEADER_KEY_HELD);
     }
   }
   node.history.askedBy = caller;
@@ -70,11 +73,8 @@ export async function manualDemote(
   } catch (e) {
     if (!force) {
       node.history.askedBy = undefined;
-      throw new OpsRefusal(
-        409,
-        `${(e as Error).message} (force to step down anyway)`,
-        ErrorCode.HANDOVER_FAILED,
-      );
+      const why = `${(e as Error).message} (force to step down anyway)`;
+      throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), why);
     }
     node.history.askedBy = caller;
     node.stepDown(node.epoch(), "demoted by an operator", "manual");
@@ -99,7 +99,7 @@ export async function switchover(
     return { ...done, role: node.role.name, epoch: node.epoch() };
   } catch (e) {
     node.history.askedBy = undefined;
-    throw new OpsRefusal(409, (e as Error).message, ErrorCode.HANDOVER_FAILED);
+    throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), (e as Error).message);
   }
 }
 

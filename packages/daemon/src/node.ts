@@ -21,6 +21,7 @@ import {
   type Supervisor,
   systemClock,
   type TlsFiles,
+  VgpuError,
 } from "@vgpu-ha/common";
 import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
@@ -150,7 +151,9 @@ export class VgpuNode implements Supervisor {
       adminToken: config.ops.token,
       admin: {
         verify: async () => {
-          if (!this.role.verify) throw new Error("verify runs on the primary");
+          if (!this.role.verify) {
+            throw new VgpuError(ErrorCode.NOT_PRIMARY, "verify runs on the primary");
+          }
           return { ...(await this.role.verify()) };
         },
         ...(config.testing.faultInjection

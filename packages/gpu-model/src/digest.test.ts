@@ -2,7 +2,7 @@
 // with different seeds and for sessions opened in either order; its gpu part changes with buffer
 // contents, placement, mapped flags and handle counters but not with session-table-only changes,
 // which its sessions part (last frame, cached replies) does see. Each case compares two states.
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { computeDigest } from "./digest.js";
 import { Backend } from "./paravirt/backend.js";

@@ -5,7 +5,7 @@
 //   sessions: the session table (id, tenant, last frame, cached replies);
 //   state:    both together.
 import { createHash, type Hash } from "node:crypto";
-import type { CallResult } from "@vgpu-ha/common";
+import type { CallResult } from "@vgpu-ha/common/core";
 import type { Backend } from "./paravirt/backend.js";
 
 export interface StateDigest {

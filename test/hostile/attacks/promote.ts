@@ -1,6 +1,6 @@
 // `vgpuctl promote` (or `promote --force`) against a pair, as an operator would type it: runs
 // the real vgpuctl with the nodes' ops URLs and the admin token, and records its exit code and
-// what it printed (4: refused by the node).
+// what it printed (11: refused, PRIMARY_LEASED; see vgpuctl's exit codes).
 import { execFile } from "node:child_process";
 import type { AttackOutcome } from "./outcome.js";
 import { VGPUCTL } from "./paths.js";

@@ -1,7 +1,8 @@
 // A small client of one node's ops HTTP API: every request has a timeout, and every failure
-// becomes a CliError whose exit code says what kind it was (unreachable, refused, other).
+// becomes a CliError whose exit code says what kind it was (unreachable, refused, other); a
+// refusal's exit code is keyed on the catalogue code the node answered (exit-codes.ts).
 import type { RoleChange } from "@vgpu-ha/common";
-import { CliError, ExitCode } from "./exit-codes.js";
+import { CliError, ExitCode, exitCodeFor } from "./exit-codes.js";
 
 export type { RoleChange };
 
@@ -166,10 +167,10 @@ export class OpsClient {
     const body = parse(text);
     if (okStatuses.includes(res.status) && body) return body as T;
     const said = typeof body?.message === "string" ? body.message : text.slice(0, 200);
-    const message = typeof body?.code === "string" ? `${body.code}: ${said}` : said;
-    const refused = res.status === 401 || res.status === 403 || res.status === 409;
+    const code = typeof body?.code === "string" ? body.code : undefined;
+    const message = code === undefined ? said : `${code}: ${said}`;
     throw new CliError(
-      refused ? ExitCode.refused : ExitCode.failure,
+      exitCodeFor(res.status, code),
       `${where}: ${res.status} ${message}`.trimEnd(),
     );
   }

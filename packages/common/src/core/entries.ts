@@ -1,7 +1,7 @@
 // The replication log's records, as domain types. The wire form is in gen/ (Entry in
 // replication.proto); wire/entry-codec.ts converts at the edge.
 import type { Call } from "../calls.js";
-import type { ErrorCode } from "../errors.js";
+import type { ErrorCode } from "./errors.js";
 
 export interface BoRef {
   readonly context: number;

@@ -4,8 +4,9 @@
 // Retention counts what entries cost in heap (entryHeapBytes), not their wire bytes: a small
 // entry takes ~100 B on the wire and ~460 B of heap, so counting wire bytes let 64 MiB of
 // retainBytes hold ~500 MiB of heap.
-import { invariant } from "../errors.js";
+
 import { type Entry, type EntryBody, entryBytes, entryHeapBytes } from "./entries.js";
+import { invariant } from "./errors.js";
 
 interface Stored {
   readonly entry: Entry;

@@ -1,7 +1,8 @@
 // The replication stream's messages as domain types (wire form: replication.proto). Every
 // message carries the sender's epoch.
-import type { ErrorCode } from "../errors.js";
+
 import type { Entry } from "./entries.js";
+import type { ErrorCode } from "./errors.js";
 import type { SnapshotChunk } from "./snapshot.js";
 
 export type PrimaryMessage =

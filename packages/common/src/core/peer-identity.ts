@@ -4,7 +4,7 @@
 // hello — can move this node's epoch, make it step down or throw its state away. The same rule
 // applies in both directions: a node that dials its peer believes nothing the other end says
 // (not even an error's epoch) until that end has named itself as the peer.
-import { ErrorCode } from "../errors.js";
+import { ErrorCode } from "./errors.js";
 import type { StandbyMessage } from "./messages.js";
 
 export interface PeerIdentityRule {

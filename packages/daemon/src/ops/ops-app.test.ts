@@ -8,6 +8,7 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { type AdminActions, buildOpsApp } from "./ops-app.js";
+import { testAdminApp } from "./test-ops-app.js";
 
 function app(ready: boolean) {
   const registry = new Registry();
@@ -57,15 +58,7 @@ const TOKEN = "ops-token-for-unit-tests";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** An app with admin actions that record what ran. */
-function adminApp(token: string | undefined, admin: AdminActions = {}) {
-  return buildOpsApp({
-    registry: new Registry(),
-    status: () => ({ role: "standby", epoch: 1 }),
-    readiness: () => ({ ready: true, reason: "standby: replica in sync" }),
-    adminToken: token,
-    admin,
-  });
-}
+const adminApp = testAdminApp;
 
 /** An error as node.ts throws it: OpsRefusal carries the HTTP status. */
 const refusal = (status: number, message: string) => Object.assign(new Error(message), { status });

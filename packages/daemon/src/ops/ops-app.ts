@@ -5,11 +5,15 @@
 // the timing); without a configured token they are disabled (403), never open. The token is
 // checked before any body is parsed. No action reads a body: an empty one is accepted whatever
 // its content type (`curl -d ''`). Every answer is JSON, errors as {error, message} and, for a
-// refusal, a stable `code` from the error catalogue: unknown route 404, unparsable JSON body
-// 400, too large 413, a non-empty body of another type 415, refusal 409.
+// refusal, a stable `code` from the error catalogue with its HTTP status (refusal.ts: 409 but
+// for UNAUTHENTICATED 401, ADMIN_DISABLED 403, UNKNOWN_SESSION 404, STANDBY_TIMED_OUT 504);
+// unknown route 404, unparsable JSON body 400, too large 413, a non-empty body of another type
+// 415, an action that failed otherwise 500 (no code).
 import { createHash, timingSafeEqual } from "node:crypto";
-import Fastify, { type FastifyInstance, type FastifyPluginAsync } from "fastify";
+import { ErrorCode } from "@vgpu-ha/common/core";
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyReply } from "fastify";
 import type { Registry } from "prom-client";
+import { type Refusal, refusal, refusalOf } from "./refusal.js";
 
 export interface Readiness {
   readonly ready: boolean;
@@ -38,7 +42,7 @@ export interface AdminActions {
   sessions?(tenant: string | undefined): Record<string, unknown>;
   /**
    * Ends a guest session through the log (`by`: the caller's address); undefined when there is
-   * no such session. Throws a StatusError to refuse (a standby: 409).
+   * no such session. Throws a VgpuError to refuse (NOT_PRIMARY: 409).
    */
   closeSession?(id: string, by: string): Promise<Record<string, unknown> | undefined>;
 }
@@ -51,13 +55,9 @@ export interface AdminAudit {
   readonly status: number;
 }
 
-/** An error with an HTTP status and a stable code (a refusal with a reason). */
-interface StatusError {
-  readonly status?: number;
-  /** A stable code from the error catalogue (e.g. PRIMARY_LEASED). */
-  readonly code?: string | undefined;
-  readonly message: string;
-}
+/** Answers a refusal (or a failure) as {error, code, message} with its status. */
+const refuse = (reply: FastifyReply, error: string, r: Refusal) =>
+  reply.code(r.status).send({ error, ...(r.code ? { code: r.code } : {}), message: r.message });
 
 const forceOf = (query: unknown) => (query as { force?: string } | undefined)?.force === "true";
 
@@ -117,14 +117,20 @@ const admin =
     const expected = deps.adminToken ? sha(deps.adminToken) : undefined;
     app.addHook("onRequest", async (req, reply) => {
       if (expected === undefined) {
-        return reply
-          .code(403)
-          .send({ error: "admin_disabled", message: "no ops.token configured" });
+        return refuse(
+          reply,
+          "admin_disabled",
+          refusal(ErrorCode.ADMIN_DISABLED, "no ops.token configured"),
+        );
       }
       const header = req.headers.authorization ?? "";
       const given = header.startsWith("Bearer ") ? header.slice(7) : "";
       if (!timingSafeEqual(sha(given), expected)) {
-        return reply.code(401).send({ error: "unauthorized", message: "wrong or missing token" });
+        return refuse(
+          reply,
+          "unauthorized",
+          refusal(ErrorCode.UNAUTHENTICATED, "wrong or missing token"),
+        );
       }
     });
     app.addHook("onResponse", async (req, reply) => {
@@ -144,34 +150,33 @@ const admin =
       const { id } = req.params as { id: string };
       const close = deps.admin?.closeSession;
       if (!close) {
-        return reply
-          .code(409)
-          .send({ error: "not_primary", message: "sessions close on the primary" });
+        const r = refusal(ErrorCode.NOT_PRIMARY, "sessions close on the primary");
+        return refuse(reply, "not_primary", r);
       }
       try {
         const done = await close(id, req.ip);
-        return done
-          ? done
-          : reply.code(404).send({ error: "unknown_session", message: `no session ${id}` });
+        if (done) return done;
+        return refuse(
+          reply,
+          "unknown_session",
+          refusal(ErrorCode.UNKNOWN_SESSION, `no session ${id}`),
+        );
       } catch (e) {
-        const err = e as StatusError;
-        return reply.code(err.status ?? 409).send({
-          error: "close_refused",
-          ...(err.code ? { code: err.code } : {}),
-          message: err.message,
-        });
+        return refuse(reply, "close_refused", refusalOf(e));
       }
     });
     app.post("/v1/verify", async (_req, reply) => {
       if (!deps.admin?.verify) {
-        return reply
-          .code(409)
-          .send({ error: "not_primary", message: "verify runs on the primary" });
+        return refuse(
+          reply,
+          "not_primary",
+          refusal(ErrorCode.NOT_PRIMARY, "verify runs on the primary"),
+        );
       }
       try {
         return await deps.admin.verify();
       } catch (e) {
-        return reply.code(409).send({ error: "verify_failed", message: (e as Error).message });
+        return refuse(reply, "verify_failed", refusalOf(e));
       }
     });
     const actions = ["promote", "demote", "switchover", "pause", "resume", "reinit"] as const;
@@ -182,12 +187,7 @@ const admin =
         try {
           return await run(forceOf(req.query), `operator ${req.ip}`);
         } catch (e) {
-          const err = e as StatusError;
-          return reply.code(err.status ?? 500).send({
-            error: `${name}_refused`,
-            ...(err.code ? { code: err.code } : {}),
-            message: err.message,
-          });
+          return refuse(reply, `${name}_refused`, refusalOf(e));
         }
       });
     }

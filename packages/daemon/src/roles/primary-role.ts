@@ -42,6 +42,7 @@ import {
   type WorkCounters,
   type wire,
 } from "@vgpu-ha/common";
+import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import {
   GuestService,
@@ -269,7 +270,7 @@ export class PrimaryRole implements Role {
    */
   async closeSession(id: string, by: string): Promise<Record<string, unknown> | undefined> {
     if (this.stopping || this.handedOff || this.handingOver) {
-      throw new Error("this node does not serve guests now");
+      throw new VgpuError(ErrorCode.NOT_PRIMARY, "this node does not serve guests now");
     }
     const ended = this.guests.endSession(id, "operator");
     if (ended === undefined) return undefined;
@@ -721,9 +722,9 @@ export class PrimaryRole implements Role {
   async switchover(timeoutMs = 10_000): Promise<{ seq: number; digest: string; pauseMs: number }> {
     const sender = this.sender;
     if (!sender?.inSync || this.lease !== "leased") {
-      throw new Error("no standby in sync to hand over to");
+      throw new VgpuError(ErrorCode.HANDOVER_FAILED, "no standby in sync to hand over to");
     }
-    if (this.handingOver) throw new Error("a switchover is already in progress");
+    if (this.handingOver) throw new VgpuError(ErrorCode.SWITCHOVER_IN_PROGRESS);
     const started = this.deps.clock.monotonicMs();
     this.guests.setPaused(true);
     this.handingOver = { lastSeq: -1, digest: "", done: () => undefined };
@@ -750,7 +751,8 @@ export class PrimaryRole implements Role {
       const digest = lastSeq === announcedSeq ? early : computeDigest(this.backend).state;
       const done = new Promise<void>((resolve, reject) => {
         this.handingOver = { lastSeq, digest, done: resolve };
-        setTimeout(() => reject(new Error("the standby did not take over")), timeoutMs);
+        const late = new VgpuError(ErrorCode.STANDBY_TIMED_OUT, "the standby did not take over");
+        setTimeout(() => reject(late), timeoutMs);
       });
       this.deps.logger.warn({ seq: lastSeq, digest }, "switchover: handing over");
       sender.handover(digest);
@@ -782,7 +784,7 @@ export class PrimaryRole implements Role {
 
   async verify(): Promise<VerifyResult> {
     const sender = this.sender;
-    if (!sender?.inSync) throw new Error("no standby in sync to compare with");
+    if (!sender?.inSync) throw new VgpuError(ErrorCode.NO_STANDBY_IN_SYNC);
     const digest = computeDigest(this.backend).state;
     const requestId = this.nextCheckpoint++;
     const seq = this.sequencer.checkpoint(digest, requestId);
@@ -790,7 +792,12 @@ export class PrimaryRole implements Role {
     const answer = await new Promise<SenderEvent & { kind: "checkpoint" }>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.checkpointWaiters.delete(requestId);
-        reject(new Error(`standby did not reach seq ${seq} within 30 s`));
+        reject(
+          new VgpuError(
+            ErrorCode.STANDBY_TIMED_OUT,
+            `standby did not reach seq ${seq} within 30 s`,
+          ),
+        );
       }, 30_000);
       this.checkpointWaiters.set(requestId, (e) => {
         clearTimeout(timer);

@@ -2,7 +2,7 @@
 // different across seeds, non-zero and unique among live objects; page-granular VRAM accounting
 // with a clean OUT_OF_MEMORY; zero-filled buffers; bounds checks that cannot overflow; and launch
 // checks in their documented order (kernel, count, slot kinds, validate, work limit).
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Device, type DeviceArg, type DeviceOptions } from "./device.js";

@@ -1,7 +1,7 @@
 // The GPU device: VRAM, contexts and buffer objects addressed by device handles, and the
 // operations on them. Pure and deterministic: same seed and same calls ⇒ same handles and
 // bytes. Callers (the paravirtual backend) translate guest handles before calling in.
-import { ErrorCode } from "@vgpu-ha/common/errors";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import { BufferObject } from "./buffer-object.js";
 import { type Failure, fail, inRange, outOfBounds } from "./failure.js";
 import { HandleGenerator } from "./handle-generator.js";

@@ -1,6 +1,6 @@
 // Operations return a Failure (a code from the common catalogue and a message) or null.
 // Failing operations change nothing.
-import { ErrorCode } from "@vgpu-ha/common/errors";
+import { ErrorCode } from "@vgpu-ha/common/core";
 
 export interface Failure {
   readonly code: ErrorCode;

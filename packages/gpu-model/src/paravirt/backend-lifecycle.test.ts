@@ -2,7 +2,7 @@
 // VRAM), sizes are page-rounded, VRAM, device and tenant accounting return to zero after frees,
 // context destroys and session close (fixed and random histories), closeSession destroys only
 // that session's contexts, and calls do what they say (fences count, reads copy, copies overlap).
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { computeDigest } from "../digest.js";

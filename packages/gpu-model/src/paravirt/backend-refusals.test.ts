@@ -9,7 +9,7 @@ import {
   type FrameBody,
   type KernelArg,
   type StoreBatch,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { computeDigest } from "../digest.js";
 import {

@@ -15,7 +15,7 @@ import {
   type SessionCloseReason,
   type SnapshotMeta,
   type StoreBatch,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 import type { BufferObject } from "../device/buffer-object.js";
 import {
   Device,

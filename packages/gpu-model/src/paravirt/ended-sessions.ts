@@ -2,7 +2,7 @@
 // operator): kept, boundedly, on both nodes (each applies the same close entries), so a guest
 // that resumes one later is told SESSION_EXPIRED and why, not UNKNOWN_SESSION. Not part of the
 // state digest or of a snapshot: a standby resynced by snapshot knows only the ends after it.
-import type { SessionCloseReason } from "@vgpu-ha/common";
+import type { SessionCloseReason } from "@vgpu-ha/common/core";
 
 export interface EndedSession {
   readonly tenant: string;

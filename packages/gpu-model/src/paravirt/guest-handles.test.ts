@@ -2,7 +2,7 @@
 // one backend-wide counter, buffer handles from a counter per context (so two contexts both get
 // buffer 1), and neither is ever reused after free, destroy or session close — checked on fixed
 // histories and on random create/destroy/alloc/free sequences across sessions.
-import { ErrorCode } from "@vgpu-ha/common";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { OTHER_TENANT, TEST_TENANT, TestGuest, testBackendOptions } from "../testing/test-guest.js";

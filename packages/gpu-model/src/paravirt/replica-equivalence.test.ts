@@ -2,7 +2,7 @@
 // Backend.applyFrame on two devices with different handle seeds gives equal per-frame results and
 // equal digests although every device handle differs, and one extra byte-changing store is seen
 // by the gpu digest. Random workloads come from testing/random-workload.ts.
-import { ErrorCode, type FrameBody } from "@vgpu-ha/common";
+import { ErrorCode, type FrameBody } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { computeDigest } from "../digest.js";

@@ -1,7 +1,7 @@
 // The summary of a call's result that the standby compares with its own: the code and a
 // 16-byte digest of the canonical output.
 import { createHash } from "node:crypto";
-import type { CallResult, ResultSummary } from "@vgpu-ha/common";
+import type { CallResult, ResultSummary } from "@vgpu-ha/common/core";
 
 const NONE = new Uint8Array(0);
 

@@ -1,7 +1,7 @@
 // The session table: per session, the last frame applied and the replies of recent frames,
 // so a guest that re-sends after a reconnect or failover gets the original reply instead of a
 // second application. Part of the replicated state.
-import type { CallResult } from "@vgpu-ha/common";
+import type { CallResult } from "@vgpu-ha/common/core";
 import Denque from "denque";
 
 export interface SessionLimits {

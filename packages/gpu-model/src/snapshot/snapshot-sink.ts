@@ -1,7 +1,7 @@
 // Rebuilds a backend from snapshot chunks on the receiving node: chunk 0 recreates contexts,
 // buffers (on this node's own device, so its own device handles), sessions and counters;
 // later chunks fill buffer pages. Chunks must arrive in order.
-import { ErrorCode, type SnapshotChunk } from "@vgpu-ha/common";
+import { ErrorCode, type SnapshotChunk } from "@vgpu-ha/common/core";
 import { type Failure, fail } from "../device/failure.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import { Backend, type BackendOptions } from "../paravirt/backend.js";

@@ -2,7 +2,7 @@
 // the metadata is captured at once; buffer pages are sent later, and any page about to be
 // written before it was sent is copied first (copy-on-write through Backend.beforeWrite).
 // Freed buffers keep their memory alive here until sent. All-zero pages are skipped.
-import type { SnapshotChunk, SnapshotMeta, SnapshotPages } from "@vgpu-ha/common";
+import type { SnapshotChunk, SnapshotMeta, SnapshotPages } from "@vgpu-ha/common/core";
 import { PAGE_SHIFT, PAGE_SIZE_BYTES } from "../device/vram.js";
 import type { Backend, GuestBo } from "../paravirt/backend.js";
 

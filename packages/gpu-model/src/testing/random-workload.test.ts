@@ -1,7 +1,7 @@
 // Proves the workload generator is fit for the property tests: deterministic per seed, prefix-
 // stable, covering every call kind, kernel, store width and fault, mostly valid — and that its
 // model of the backend predicts every outcome, code and new guest handle the real backend gives.
-import { CALL_OPS, ErrorCode } from "@vgpu-ha/common";
+import { CALL_OPS, ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { KERNELS } from "../device/kernels/index.js";

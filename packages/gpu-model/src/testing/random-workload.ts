@@ -6,7 +6,13 @@
 // backend must answer for every frame: the model doubles as a reference for the backend.
 // Generation is sequential, so the first n steps of a seed's workload are a prefix of any
 // longer one: shrinking the frame count shrinks to a prefix.
-import { type Call, ErrorCode, type Frame, type FrameBody, type KernelArg } from "@vgpu-ha/common";
+import {
+  type Call,
+  ErrorCode,
+  type Frame,
+  type FrameBody,
+  type KernelArg,
+} from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import type { BackendOptions, FrameOutcome } from "../paravirt/backend.js";
 import { Backend } from "../paravirt/backend.js";

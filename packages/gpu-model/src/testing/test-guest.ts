@@ -7,7 +7,7 @@ import {
   ErrorCode,
   type FrameBody,
   type StoreBatch,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 import type { DeviceOptions } from "../device/device.js";
 import type { Backend, BackendOptions, FrameOutcome, TenantQuota } from "../paravirt/backend.js";
 import { type SessionLimits, SessionRecord } from "../paravirt/session-table.js";

@@ -1,7 +1,7 @@
 // Proves a planned switchover's handover is not lost with a message or a stream: the Sender
 // sends it once everything is sent, again on the next stream and again when no acceptance
 // came within retransmitMs, never after the standby accepted it or the switchover was given up.
-import { ReplicationLog, type StandbyMessage } from "@vgpu-ha/common";
+import { ReplicationLog, type StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";

@@ -1,7 +1,7 @@
 // Proves the sender believes nothing — above all no epoch — from the other end of a connection
 // until that end's hello names the configured peer of this cluster: a stranger at the peer's
 // address (another pair's standby, a forged answer) cannot make the primary step down.
-import { ErrorCode, ReplicationLog, type StandbyMessage } from "@vgpu-ha/common";
+import { ErrorCode, ReplicationLog, type StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender } from "./sender.js";

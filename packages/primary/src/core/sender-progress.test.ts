@@ -1,7 +1,7 @@
 // Proves what the Sender reports for operators: a snapshot's doneBytes counts only chunks the
 // standby acknowledged (the coverage the stream had when each was produced), reaching the
 // total; and every heartbeat carries the maintenance flag the node set.
-import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common";
+import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { testSenderOptions } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";

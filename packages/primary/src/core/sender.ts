@@ -16,7 +16,7 @@ import {
   type ReplicationLog,
   type SnapshotChunk,
   type StandbyMessage,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 
 export interface SenderOptions {
   readonly clusterId: string;

@@ -18,7 +18,7 @@ import {
   type PageWrite,
   type ReplicationLog,
   type SessionCloseReason,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 import { type Backend, type FrameOutcome, summarizeResult } from "@vgpu-ha/gpu-model";
 
 export type MmioReplication = "per-page" | "per-store";

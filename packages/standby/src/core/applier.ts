@@ -2,7 +2,7 @@
 // executed again (guest handles translate to this node's own device handles through its
 // tables) and their results compared with the primary's summary; MMIO page batches are
 // written; store frames recorded. Any mismatch is divergence. Pure.
-import { type Entry, ErrorCode } from "@vgpu-ha/common";
+import { type Entry, ErrorCode } from "@vgpu-ha/common/core";
 import { type Backend, computeDigest, sameSummary, summarizeResult } from "@vgpu-ha/gpu-model";
 
 export type ApplyResult =

@@ -2,7 +2,7 @@
 // only while its primary's newest heartbeat grants it (or a handover made it an exact copy),
 // and it loses the grant on revocation, on a newer epoch, on divergence and when a snapshot
 // starts; a late copy of an older heartbeat changes nothing.
-import type { PrimaryMessage } from "@vgpu-ha/common";
+import type { PrimaryMessage } from "@vgpu-ha/common/core";
 import { Backend, type BackendOptions, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./receiver.js";

@@ -8,8 +8,8 @@ import type {
   PrimaryMessage,
   SnapshotChunk,
   StandbyMessage,
-} from "@vgpu-ha/common";
-import { ErrorCode } from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
+import { ErrorCode } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
 import { computeDigest, SnapshotSink } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry } from "./applier.js";

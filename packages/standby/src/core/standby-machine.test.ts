@@ -6,7 +6,7 @@
 // alone does not decide, an ungranted replica on the peer is waited for, and answers to no
 // request under way are ignored. Properties (fast-check): whatever the inputs, at most one
 // promote comes out, every promote comes after a park, and no request overlaps another.
-import type { PeerView } from "@vgpu-ha/common";
+import type { PeerView } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {

@@ -14,7 +14,7 @@ import {
   mayAcquire,
   type PeerView,
   watchStandbyLease,
-} from "@vgpu-ha/common";
+} from "@vgpu-ha/common/core";
 
 /** How long arriving guests wait for a promotion before they are refused. */
 export const PARK_MS = 2000;
