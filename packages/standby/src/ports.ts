@@ -2,21 +2,13 @@
 // the daemon implements these with the etcd client, gRPC guest streams and pino; the failover
 // simulator with its simulated etcd, streams and counters. Callbacks, not Promises: the
 // simulator drives them in simulated time.
-import type { PrimaryMessage } from "@vgpu-ha/common";
+import type { NodeEtcd, PrimaryMessage } from "@vgpu-ha/common";
 import type { Backend } from "@vgpu-ha/gpu-model";
 import type { ReceiverEvent } from "./core/receiver.js";
-import type { EtcdReading, StandbyNote } from "./core/standby-machine.js";
+import type { StandbyNote } from "./core/standby-machine.js";
 
 /** etcd mode: the leader key and the cluster record, as the standby reads and takes them. */
-export interface StandbyEtcd<V extends EtcdReading> {
-  read(done: (error: Error | undefined, view: V | undefined) => void): void;
-  /** Takes the key with the record at `epoch`, conditioned on `view` (one transaction). */
-  acquire(
-    view: V,
-    epoch: number,
-    done: (error: Error | undefined, acquired: boolean) => void,
-  ): void;
-}
+export type StandbyEtcd<V> = Pick<NodeEtcd<V>, "read" | "acquire">;
 
 /** A standby's guest port: guests are parked during a promotion, else refused. */
 export interface StandbyGuests<G> {
