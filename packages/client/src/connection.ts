@@ -1,22 +1,13 @@
-// One gRPC stream to one node for a session: open (or resume) it and wait for Opened.
-import { create } from "@bufbuild/protobuf";
+// The guest's gRPC edge: the dialer port over grpc-js (a stream on a pooled connection), TLS
+// credentials for the guest port, and the errors a node's refusal becomes.
 import * as grpc from "@grpc/grpc-js";
-import { certificateNames, ErrorCode, wire } from "@vgpu-ha/common";
+import { certificateNames, ErrorCode, type wire } from "@vgpu-ha/common";
 import { type PooledClient, pooledClient } from "./channel-pool.js";
+import type { NodeRefusal } from "./core/session-machine.js";
 import { SessionClosedError, SessionExpiredError } from "./errors.js";
+import type { NodeStream, NodeStreamHandlers } from "./ports.js";
 
-export type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
-
-export interface Connection {
-  readonly endpoint: string;
-  /** The session's place on a pooled HTTP/2 connection (channel-pool.ts). */
-  readonly pooled: PooledClient;
-  readonly stream: Duplex;
-  readonly opened: wire.Opened;
-}
-
-/** A stream refused because its connection is at the node's stream limit is retried this often. */
-const STREAM_LIMIT_RETRIES = 8;
+type Duplex = grpc.ClientDuplexStream<wire.GuestMessage, wire.NodeMessage>;
 
 /** A SessionClosedError that names where to go instead (NOT_PRIMARY with a redirect). */
 export class RedirectError extends SessionClosedError {
@@ -27,10 +18,15 @@ export class RedirectError extends SessionClosedError {
   }
 }
 
-/** A node's session error as the error to raise: SESSION_EXPIRED is a SessionExpiredError. */
-export function nodeError(code: ErrorCode, message: string, redirect: string): SessionClosedError {
-  if (code === ErrorCode.SESSION_EXPIRED) return new SessionExpiredError(message);
-  return new RedirectError(code, message, redirect);
+/**
+ * Why a session failed, as the error to raise: a node's answer is a RedirectError (naming where
+ * to go, if anywhere), SESSION_EXPIRED a SessionExpiredError, the transport's a SessionClosedError.
+ */
+export function refusalError(r: NodeRefusal): SessionClosedError {
+  if (r.code === ErrorCode.SESSION_EXPIRED) return new SessionExpiredError(r.message);
+  return r.answered
+    ? new RedirectError(r.code, r.message, r.redirect)
+    : new SessionClosedError(r.code, r.message);
 }
 
 /** TLS to the guest port: the CA to trust, a client certificate, the server's expected name. */
@@ -77,36 +73,27 @@ export function guestChannel(tls: GuestTls | undefined): {
   };
 }
 
-export interface OpenRequest {
-  readonly tenant: string;
-  readonly token: string;
-  readonly resumeSessionId?: string;
-  /** The cluster id the guest expects; a node of another answers WRONG_CLUSTER. */
-  readonly clusterId?: string;
+/** How the library dials a node: a guest stream on a pooled HTTP/2 connection (channel-pool.ts). */
+export interface GrpcDialOptions {
+  readonly maxMessageBytes: number;
+  /** Ping interval (and timeout) that ends a stream whose node stopped answering. */
+  readonly keepaliveMs?: number;
+  readonly channel?: ReturnType<typeof guestChannel>;
+  readonly streamsPerConnection?: number | undefined;
 }
 
-/**
- * Opens (or resumes) a session on a pooled connection to `endpoint` and waits for Opened. A
- * stream the node refuses because its connection is at guest.maxStreamsPerConnection is opened
- * again on another connection (the pool learns the limit).
- */
-export async function connect(
-  endpoint: string,
-  open: OpenRequest,
-  maxMessageBytes: number,
-  timeoutMs: number,
-  keepaliveMs = 500,
-  channel = guestChannel(undefined),
-  streamsPerConnection?: number,
-): Promise<Connection> {
-  for (let attempt = 0; ; attempt++) {
+/** The SessionPorts dialer over grpc-js: each stream takes a place on a pooled connection. */
+export function grpcDialer(options: GrpcDialOptions): (endpoint: string) => NodeStream {
+  const channel = options.channel ?? guestChannel(undefined);
+  const keepaliveMs = options.keepaliveMs ?? 500;
+  return (endpoint) => {
     const pooled = pooledClient(
       endpoint,
       channel.credentials,
       {
         ...channel.options,
-        "grpc.max_receive_message_length": maxMessageBytes,
-        "grpc.max_send_message_length": maxMessageBytes,
+        "grpc.max_receive_message_length": options.maxMessageBytes,
+        "grpc.max_send_message_length": options.maxMessageBytes,
         // A node that stops answering HTTP/2 pings (paused, host frozen) ends the stream, so the
         // session fails over instead of waiting on an open but silent connection.
         "grpc.keepalive_time_ms": keepaliveMs,
@@ -115,84 +102,37 @@ export async function connect(
         "grpc.initial_reconnect_backoff_ms": 100,
         "grpc.max_reconnect_backoff_ms": 1000,
       },
-      streamsPerConnection,
+      options.streamsPerConnection,
     );
-    try {
-      return await openOn(endpoint, pooled, open, timeoutMs);
-    } catch (e) {
-      if (!(e instanceof StreamLimitError) || attempt >= STREAM_LIMIT_RETRIES) throw e;
-      pooled.full(e.streamLimit);
-    }
-  }
+    return grpcNodeStream(pooled, pooled.client.session());
+  };
 }
 
-/** LIMIT_EXCEEDED for a stream over the connection's stream limit (SessionError.stream_limit). */
-class StreamLimitError extends RedirectError {
-  readonly streamLimit: number;
-  constructor(message: string, streamLimit: number) {
-    super(ErrorCode.LIMIT_EXCEEDED, message, "");
-    this.streamLimit = streamLimit;
-  }
-}
-
-async function openOn(
-  endpoint: string,
-  pooled: PooledClient,
-  open: OpenRequest,
-  timeoutMs: number,
-): Promise<Connection> {
-  const stream = pooled.client.session();
-  stream.write(create(wire.GuestMessageSchema, { kind: { case: "open", value: open } }));
-  try {
-    const opened = await new Promise<wire.Opened>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new SessionClosedError(
-              ErrorCode.NOT_PRIMARY,
-              `${endpoint}: no answer in ${timeoutMs} ms`,
-            ),
-          ),
-        timeoutMs,
-      );
-      const onData = (m: wire.NodeMessage) => {
-        cleanup();
-        if (m.kind.case === "opened") resolve(m.kind.value);
-        else if (m.kind.case === "error") {
-          const { code, message, redirect, streamLimit } = m.kind.value;
-          reject(
-            code === ErrorCode.LIMIT_EXCEEDED && streamLimit > 0
-              ? new StreamLimitError(`${endpoint}: ${message}`, streamLimit)
-              : nodeError(code, `${endpoint}: ${message}`, redirect),
-          );
-        } else reject(new SessionClosedError(ErrorCode.MALFORMED, `unexpected ${m.kind.case}`));
-      };
-      const onError = (e: Error) => {
-        cleanup();
-        reject(new SessionClosedError(ErrorCode.NOT_PRIMARY, `${endpoint}: ${e.message}`));
-      };
-      const onEnd = () => onError(new Error("stream ended"));
-      const cleanup = () => {
-        clearTimeout(timer);
-        stream.off("data", onData);
-        stream.off("error", onError);
-        stream.off("end", onEnd);
-      };
-      stream.on("data", onData);
-      stream.on("error", onError);
-      stream.on("end", onEnd);
-    });
-    return { endpoint, pooled, stream, opened };
-  } catch (e) {
-    drop({ pooled, stream });
-    throw e;
-  }
-}
-
-/** Ends a connection's stream without caring how, and gives back its place on the connection. */
-export function drop(conn: { pooled: PooledClient; stream: Duplex }): void {
-  conn.stream.removeAllListeners("data");
-  conn.stream.on("error", () => undefined); // the cancel reports CANCELLED; nobody listens
-  conn.stream.cancel();
-  conn.pooled.release();
+function grpcNodeStream(pooled: PooledClient, stream: Duplex): NodeStream {
+  let handlers: NodeStreamHandlers | undefined;
+  let cancelled = false;
+  stream.on("data", (m: wire.NodeMessage) => handlers?.message(m));
+  stream.on("error", (e: Error) => handlers?.closed(e.message));
+  stream.on("end", () => handlers?.closed("stream ended"));
+  return {
+    send: (m) => {
+      stream.write(m);
+    },
+    end: () => {
+      stream.end();
+    },
+    cancel: () => {
+      if (cancelled) return;
+      cancelled = true;
+      handlers = undefined;
+      stream.removeAllListeners("data");
+      stream.on("error", () => undefined); // the cancel reports CANCELLED; nobody listens
+      stream.cancel();
+      pooled.release();
+    },
+    listen: (h) => {
+      handlers = h;
+    },
+    full: (limit) => pooled.full(limit),
+  };
 }

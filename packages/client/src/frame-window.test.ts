@@ -1,5 +1,6 @@
 // Proves the client's frame window: numbering continues from the last applied frame, sending
-// respects the in-flight bound, results settle in order, and rewind re-sends what is unsettled.
+// respects the in-flight bound, results settle in order, and rewind re-sends what is unsettled;
+// a frame added without a promise reports to its callback; settled() waits for what was pushed.
 
 import { ErrorCode } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
@@ -65,5 +66,35 @@ describe("frame window", () => {
     expect(w.takeUnsent(10, 100, size).map((f) => f.number)).toEqual([1, 2]);
     expect(w.takeUnsent(10, 10, size).map((f) => f.number)).toEqual([3]);
     expect(w.takeUnsent(10, 1000, size).map((f) => f.number)).toEqual([4, 5]);
+  });
+
+  it("reports a frame added without a promise to its callback, a failure included", () => {
+    const w = new FrameWindow(9);
+    const seen: unknown[] = [];
+    expect(w.add(fence, (o) => seen.push(o))).toBe(10);
+    expect(w.add(fence, (o) => seen.push(o))).toBe(11);
+    w.settle(10, ok);
+    expect(seen).toEqual([ok]);
+    const error = new Error("gone");
+    w.failAll(error);
+    expect(seen).toEqual([ok, error]);
+  });
+
+  it("settled() waits for the frames pushed before it, not for later ones", async () => {
+    const w = new FrameWindow(0);
+    await w.settled(); // nothing pushed: at once
+    w.add(fence);
+    let done = false;
+    const waiting = w.settled().then(() => {
+      done = true;
+    });
+    w.add(fence);
+    w.settle(1, ok);
+    await waiting;
+    expect(done).toBe(true);
+    expect(w.size).toBe(1);
+    const rest = w.settled();
+    w.failAll(new Error("closed"));
+    await rest;
   });
 });

@@ -1,13 +1,14 @@
 // The frames of a session that are queued or in flight, in frame-number order, each with the
 // promise of its result. Results arrive in frame order, so this is a queue: settled frames
-// leave from the head. Sent-but-unacknowledged frames are bounded by the session.
+// leave from the head. Sent-but-unacknowledged frames are bounded by the session. A frame's
+// result goes to its promise (push) or to a callback (add: no promise, for drivers that run in
+// simulated time).
 import type { CallResult, Frame } from "@vgpu-ha/common";
 
 export interface PendingFrame {
   readonly frame: Frame;
-  readonly done: Promise<CallResult>;
-  resolve(result: CallResult): void;
-  reject(error: Error): void;
+  /** Told the frame's result, or the error that failed it. */
+  readonly done: (outcome: CallResult | Error) => void;
 }
 
 export class FrameWindow {
@@ -17,6 +18,8 @@ export class FrameWindow {
   /** Index of the first frame not yet sent. */
   private firstUnsent = 0;
   private nextNumber: number;
+  /** settled() callers: each waits until this frame number has settled. */
+  private waiters: { readonly through: number; readonly wake: () => void }[] = [];
 
   constructor(lastApplied: number) {
     this.nextNumber = lastApplied + 1;
@@ -38,22 +41,25 @@ export class FrameWindow {
     return this.firstUnsent - this.head;
   }
 
+  /** Queues a frame; its result resolves the promise (a failure rejects it). */
   push(body: Frame["body"]): Promise<CallResult> {
-    const frame: Frame = { number: this.nextNumber++, body };
-    let resolve!: (r: CallResult) => void;
-    let reject!: (e: Error) => void;
-    const done = new Promise<CallResult>((res, rej) => {
-      resolve = res;
-      reject = rej;
+    return new Promise<CallResult>((resolve, reject) => {
+      this.add(body, (outcome) => (outcome instanceof Error ? reject(outcome) : resolve(outcome)));
     });
-    this.frames.push({ frame, done, resolve, reject });
-    return done;
+  }
+
+  /** Queues a frame; `done` is told its result or failure. Its number. */
+  add(body: Frame["body"], done: (outcome: CallResult | Error) => void = () => undefined): number {
+    const frame: Frame = { number: this.nextNumber++, body };
+    this.frames.push({ frame, done });
+    return frame.number;
   }
 
   /** Resolves when every frame pushed so far has settled (whatever its outcome). */
-  async settled(): Promise<void> {
-    const last = this.frames.at(-1);
-    if (last && this.size > 0) await last.done.catch(() => undefined);
+  settled(): Promise<void> {
+    const through = this.nextNumber - 1;
+    if (this.size === 0 || this.settledThrough >= through) return Promise.resolve();
+    return new Promise((wake) => this.waiters.push({ through, wake }));
   }
 
   /**
@@ -85,7 +91,8 @@ export class FrameWindow {
     this.head++;
     if (this.firstUnsent < this.head) this.firstUnsent = this.head;
     this.compact();
-    p.resolve(result);
+    p.done(result);
+    this.wake();
   }
 
   /** Marks every unsettled frame unsent again (to re-send after a resume). */
@@ -98,7 +105,17 @@ export class FrameWindow {
     this.frames = [];
     this.head = 0;
     this.firstUnsent = 0;
-    for (const p of rest) p.reject(error);
+    for (const p of rest) p.done(error);
+    this.wake();
+  }
+
+  private wake(): void {
+    if (this.waiters.length === 0) return;
+    const settled = this.size === 0 ? Number.POSITIVE_INFINITY : this.settledThrough;
+    const due = this.waiters.filter((w) => w.through <= settled);
+    if (due.length === 0) return;
+    this.waiters = this.waiters.filter((w) => w.through > settled);
+    for (const w of due) w.wake();
   }
 
   private compact(): void {

@@ -19,6 +19,7 @@ export * from "./core/resync-progress.js";
 export * from "./core/role-change.js";
 export * from "./core/snapshot.js";
 export * from "./errors.js";
+export * from "./grpc/guest-link.js";
 export * from "./grpc/service-adapter.js";
 export * from "./log.js";
 export * from "./metrics.js";

@@ -73,6 +73,26 @@ export const NO_REPLICATION: ReplicationGauges = {
 export const ROLES = ["standalone", "primary", "standby"] as const;
 
 /**
+ * Gauges of a node that has nothing to report (role as given, everything else zero): for
+ * registries nobody scrapes, as the test harnesses and the failover simulator build them.
+ */
+export function idleGauges(
+  role: (typeof ROLES)[number],
+  sessions: () => number = () => 0,
+): NodeGauges {
+  return {
+    role: () => role,
+    epoch: () => 0,
+    sessions,
+    contexts: () => 0,
+    bos: () => 0,
+    vramUsedBytes: () => 0,
+    vramTotalBytes: () => 0,
+    replication: () => NO_REPLICATION,
+  };
+}
+
+/**
  * prom-client's default metrics that are gauges named `_total`, which `promtool check metrics`
  * refuses (only counters end in `_total`). Each is the sum of the per-type gauge of the same
  * name without the suffix (`sum(nodejs_active_handles)`), so nothing is lost by leaving them out.

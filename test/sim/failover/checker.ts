@@ -32,13 +32,24 @@ import {
   otherPrimaryWins,
 } from "@vgpu-ha/common";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
-import type { SimGuest } from "./guest.js";
-import type { ReleaseTag } from "./guest-protocol.js";
-import type { Released } from "./guest-service.js";
+import type { Released } from "@vgpu-ha/primary";
+import type { SimGuest } from "./guest-app.js";
 import type { FailoverParams, NodeName } from "./params.js";
-import type { SimPrimary } from "./primary.js";
+import type { SimPrimary } from "./primary-host.js";
 import type { FailoverStats } from "./stats.js";
 import { SimFailure, type World } from "./world.js";
+
+/** Who released a reply: for the checker, never read by the guest's protocol logic. */
+export interface ReleaseTag {
+  /** The primary role instance (one per node, epoch and promotion). */
+  readonly tenure: number;
+  /** Counts the tenure's stretches without the lease: the solo period it was released in. */
+  readonly soloPeriod: number;
+  /** Released while serving alone (degraded). */
+  readonly degraded: boolean;
+  /** A partition or a lost message had happened by then (split brain is allowed after). */
+  readonly excused: boolean;
+}
 
 interface Tenure {
   readonly id: number;
@@ -106,6 +117,8 @@ export class Checker {
   /** The highest epoch of a node that crashed holding the frame, by key. */
   private readonly crashedHolder = new Map<string, number>();
   readonly guests = new Map<SimGuest, GuestRecord>();
+  /** The tag of each reply message a primary sent (the guest service's onReply hook). */
+  private readonly replyTags = new WeakMap<object, ReleaseTag>();
 
   constructor(world: World, params: FailoverParams, stats: FailoverStats) {
     this.world = world;
@@ -180,6 +193,18 @@ export class Checker {
       t.soloPeriod++;
       t.soloAcks = 0;
     }
+  }
+
+  /** A primary's reply left with this tag: what the guest settles from it was released so. */
+  tagReply(message: object, tag: ReleaseTag): void {
+    this.replyTags.set(message, tag);
+  }
+
+  /** The tag of a reply message, as its primary released it. */
+  tagOf(message: object): ReleaseTag {
+    const tag = this.replyTags.get(message);
+    if (tag === undefined) this.fail("a guest settled a frame from a reply no primary sent");
+    return tag;
   }
 
   released(p: SimPrimary, released: readonly Released[]): void {

@@ -6,6 +6,7 @@
 // retrying) and arrives after it heals, unless the cut kills the streams (keepalive timeouts),
 // and a stream cannot open across a cut. Guests reach both nodes over clean links; a guest's
 // keepalive ping is answered by a node's process whenever it runs (paused: never).
+import type { GuestLink, wire } from "@vgpu-ha/common";
 import { SimLink } from "../network.js";
 import type { NetworkParams } from "../params.js";
 import type { SimRng } from "../rng.js";
@@ -178,6 +179,28 @@ export class End<Out, In> implements Endpoint<Out, In> {
       h(m);
     }
   }
+}
+
+/**
+ * A node's end of a guest stream as the guest service's GuestLink port. Its close ends the
+ * stream (the guest sees the end after what was sent); the guest's close or a broken stream is
+ * the link gone. Simulated guests never half-close.
+ */
+export function guestLink(end: End<wire.NodeMessage, wire.GuestMessage>): GuestLink {
+  return {
+    remote: `sim-guest-${end.id}`,
+    certificateNames: [],
+    get writable() {
+      return end.isOpen;
+    },
+    send: (m) => end.send(m),
+    end: () => end.close("closed by the node"),
+    pause: () => end.pauseReading(),
+    resume: () => end.resumeReading(),
+    onMessage: (handler) => end.onMessage(handler),
+    onEnd: () => undefined,
+    onGone: (handler) => end.onClose(() => handler()),
+  };
 }
 
 export interface Stream<A, B> {

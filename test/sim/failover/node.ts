@@ -11,16 +11,16 @@ import {
   type PeerProbe,
   type PrimaryMessage,
   type StandbyMessage,
+  type wire,
 } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
 import { type EtcdView, SimArbiter, type SimEtcd } from "./etcd.js";
-import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { Lineages } from "./lineage.js";
-import type { End, Network, NodeHost } from "./net.js";
+import { type End, guestLink, type Network, type NodeHost } from "./net.js";
 import { type FailoverParams, type NodeName, peerOf } from "./params.js";
-import { SimPrimary, type Takeover } from "./primary.js";
+import { SimPrimary, type Takeover } from "./primary-host.js";
 import { SimProcess } from "./process.js";
 import type { SimRoleDeps, SimSupervisor } from "./roles.js";
 import { describeStandby, endLink, type SimStandby, simStandby } from "./standby-ports.js";
@@ -35,13 +35,13 @@ type ProbeAnswer = PeerProbe & { readonly nodeId: NodeName };
 
 /** The primary mirror as the node driver's primary role (until the shipped one lands). */
 class NodePrimaryRole extends SimPrimary {
-  serveGuest(stream: End<NodeMessage, GuestMessage>): void {
-    this.guests.serve(stream);
+  serveGuest(stream: End<wire.NodeMessage, wire.GuestMessage>): void {
+    this.guests.serve(guestLink(stream));
   }
 }
 
 type SimNodeDriver = NodeDriver<
-  End<NodeMessage, GuestMessage>,
+  End<wire.NodeMessage, wire.GuestMessage>,
   Takeover,
   EtcdView,
   NodePrimaryRole,
@@ -319,18 +319,18 @@ export class SimNode implements SimSupervisor, NodeHost {
     else role.acceptLink(endLink(server));
   }
 
-  serveGuest(server: End<NodeMessage, GuestMessage>): void {
+  serveGuest(server: End<wire.NodeMessage, wire.GuestMessage>): void {
     const role = this.role;
     if (role === undefined) throw new SimFailure(`${this.name} served a guest without a role`);
     this.watchSends(server);
-    if (role instanceof SimPrimary) role.guests.serve(server);
+    if (role instanceof SimPrimary) role.guests.serve(guestLink(server));
     else role.serveGuest(server);
   }
 
   /** Every message a node sends carries an epoch it has persisted. */
   watchSends<Out, In>(end: End<Out, In>): void {
     end.onSend = (m) => {
-      const epoch = (m as { epoch?: number }).epoch;
+      const epoch = epochOf(m);
       if (epoch !== undefined) this.env.checker.sent(this.name, epoch, this.persistedEpoch);
     };
   }
@@ -358,4 +358,12 @@ export class SimNode implements SimSupervisor, NodeHost {
             : describeStandby(this.role);
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
+}
+
+/** The epoch a message carries: a replication message's, or a guest reply's (Opened, Acks). */
+function epochOf(m: unknown): number | undefined {
+  const epoch = (m as { epoch?: number }).epoch;
+  if (epoch !== undefined) return epoch;
+  const value = (m as { kind?: { value?: { epoch?: unknown } } }).kind?.value?.epoch;
+  return typeof value === "bigint" ? Number(value) : undefined;
 }

@@ -1,6 +1,16 @@
 // What the simulated roles need of their node and of the simulation (the daemon's RoleDeps
 // and Supervisor, plus the checker's observation points).
-import type { PairRole, PeerProbe, PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import {
+  createLogger,
+  createMetrics,
+  idleGauges,
+  type Logger,
+  type NodeMetrics,
+  type PairRole,
+  type PeerProbe,
+  type PrimaryMessage,
+  type StandbyMessage,
+} from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import type { Checker } from "./checker.js";
 import type { SimArbiter } from "./etcd.js";
@@ -48,3 +58,20 @@ export interface SimRoleDeps {
 
 /** The replication stream's cluster id in the simulation. */
 export const CLUSTER = "sim";
+
+/** The token every simulated guest presents (each node knows the workload's tenants). */
+export const GUEST_TOKEN = "sim-guest-token";
+
+let observability: { metrics: NodeMetrics; log: Logger } | undefined;
+
+/**
+ * Metrics and a logger for the shipped role code: one silent logger and one registry for the
+ * whole simulator (nothing reads them; the checker observes through its own hooks).
+ */
+export function simObservability(): { metrics: NodeMetrics; log: Logger } {
+  observability ??= {
+    metrics: createMetrics(idleGauges("primary"), { processMetrics: false }),
+    log: createLogger({ level: "silent", nodeId: "sim" }),
+  };
+  return observability;
+}

@@ -6,20 +6,20 @@
 // must settle within a bound: one primary, an in-sync standby, equal replicas, every guest done.
 // The Checker judges safety all along and the settled state at the end. The same simulation
 // runs the scenario files step by step (FailoverSimulation's actions) with no random faults.
-import type { CallResult } from "@vgpu-ha/common";
+import type { CallResult, wire } from "@vgpu-ha/common";
 import { type Backend, computeDigest } from "@vgpu-ha/gpu-model";
 import { SimRng } from "../rng.js";
 import { backendOptionsFor, generateWorkload, type Workload } from "../workload.js";
 import { Checker, type GuestRecord } from "./checker.js";
 import { SimEtcd } from "./etcd.js";
-import { SimGuest } from "./guest.js";
-import type { GuestMessage, NodeMessage, ReleaseTag } from "./guest-protocol.js";
+import { SimGuest } from "./guest-app.js";
 import { Lineages } from "./lineage.js";
 import { Network } from "./net.js";
 import { SimNode } from "./node.js";
 import { type FailoverParams, type FaultPlan, NODES, type NodeName, peerOf } from "./params.js";
 import { SimProcess } from "./process.js";
 import { emptyFailoverStats, type FailoverStats } from "./stats.js";
+import { wireWorkload } from "./wire-workload.js";
 import { SimFailure, World } from "./world.js";
 
 const MAX_EVENTS = 3_000_000;
@@ -83,13 +83,15 @@ export class FailoverSimulation {
     // A lost message is a network failure too (split brain may follow).
     this.net.onDrop = () => this.checker.networkFailed();
     const g = params.guests;
-    this.workload = generateWorkload(params.seed, {
-      frames: g.frames,
-      sessions: g.sessions,
-      tenants: g.tenants,
-      invalidPercent: g.invalidPercent,
-      resendPercent: 0,
-    });
+    this.workload = wireWorkload(
+      generateWorkload(params.seed, {
+        frames: g.frames,
+        sessions: g.sessions,
+        tenants: g.tenants,
+        invalidPercent: g.invalidPercent,
+        resendPercent: 0,
+      }),
+    );
     const nodeRng = root.fork(15);
     // A pair that ran before (epochs on disk) left its record in etcd: the newest term's.
     const { a, b } = params.initialEpoch;
@@ -161,14 +163,14 @@ export class FailoverSimulation {
           rng: this.rng.guests.fork(100 + i),
           dial: (node, timeoutMs) => {
             const target = this.nodes[node];
-            return this.net.open<GuestMessage, NodeMessage>(
+            return this.net.open<wire.GuestMessage, wire.NodeMessage>(
               { name: `g${i}`, proc: guestProc },
               { name: node, host: target },
               { timeoutMs, kind: "guest" },
               (server) => target.serveGuest(server),
             );
           },
-          settled: (gst, frame, result, tag) => this.settled(gst, frame, result, tag),
+          settled: (gst, frame, result, reply) => this.settled(gst, frame, result, reply),
           progress: () => this.onGuestProgress(),
         },
       );
@@ -182,8 +184,8 @@ export class FailoverSimulation {
     return this.checker.guests.get(guest)!;
   }
 
-  private settled(guest: SimGuest, frame: number, result: CallResult, tag: ReleaseTag): void {
-    this.checker.guestSettled(this.record(guest), frame, result, tag);
+  private settled(guest: SimGuest, frame: number, result: CallResult, reply: object): void {
+    this.checker.guestSettled(this.record(guest), frame, result, this.checker.tagOf(reply));
   }
 
   private onGuestProgress(): void {

@@ -2,15 +2,15 @@
 // simulated process's clock and timers, its streams (an End as a Link), the simulated etcd,
 // and the checker and counters as the observer. The receiver's applier is wrapped to record
 // the lineage of each replica. A divergence never happens in a correct run: it fails the run.
-import { ErrorCode, type Link, type Supervisor } from "@vgpu-ha/common";
+import { create } from "@bufbuild/protobuf";
+import { ErrorCode, type Link, type Supervisor, wire } from "@vgpu-ha/common";
 import { applyEntry, type ReceiverEvent, StandbyDriver, type StandbyNote } from "@vgpu-ha/standby";
 import type { EtcdView } from "./etcd.js";
-import type { GuestMessage, NodeMessage } from "./guest-protocol.js";
 import type { End } from "./net.js";
 import { CLUSTER, type SimRoleDeps } from "./roles.js";
 import { SimFailure } from "./world.js";
 
-type GuestEnd = End<NodeMessage, GuestMessage>;
+type GuestEnd = End<wire.NodeMessage, wire.GuestMessage>;
 
 export type SimStandby = StandbyDriver<GuestEnd, EtcdView>;
 
@@ -52,7 +52,11 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
       pause: (stream) => stream.pauseReading(), // its frames wait for the primary role
       refuse: (stream, redirect) => {
         const message = "this node is the standby";
-        stream.send({ kind: "error", code: ErrorCode.NOT_PRIMARY, message, redirect });
+        stream.send(
+          create(wire.NodeMessageSchema, {
+            kind: { case: "error", value: { code: ErrorCode.NOT_PRIMARY, message, redirect } },
+          }),
+        );
         stream.close("standby");
       },
     },

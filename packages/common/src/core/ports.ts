@@ -2,6 +2,16 @@
 // the daemon implements them with Node timers, gRPC, the etcd client, pino and prom-client; the
 // failover simulator with its simulated processes, network and etcd. Pure types: no I/O here.
 
+import type { GuestMessage, NodeMessage } from "../gen/vgpu/v1/guest_pb.js";
+
+/** The guest API's wire messages, for the cores that take them (types only: nothing loads). */
+export type {
+  Frame as WireFrame,
+  GuestMessage,
+  NodeMessage,
+  Open as GuestOpen,
+} from "../gen/vgpu/v1/guest_pb.js";
+
 /** An armed timer, as the host that armed it knows it. */
 export type TimerHandle = object;
 
@@ -45,4 +55,29 @@ export interface Supervisor {
   maintenancePaused(): boolean;
   /** A standby: the maintenance flag its primary's heartbeat carried. */
   adoptMaintenance(paused: boolean): void;
+}
+
+/**
+ * One guest stream as the guest service sees it (a Link of the guest API): wire messages in
+ * and out, as protobuf-es objects. The daemon adapts a grpc-js server stream; the simulator
+ * carries the objects in memory without encoding them.
+ */
+export interface GuestLink {
+  /** Where the guest connects from (ip:port), for refusal reports. */
+  readonly remote: string;
+  /** The names of the guest's verified TLS client certificate (none on plaintext). */
+  readonly certificateNames: readonly string[];
+  /** Writing still reaches the guest (the stream is neither ended nor broken). */
+  readonly writable: boolean;
+  send(message: NodeMessage): void;
+  /** The node's half-close: nothing more is sent on this stream. */
+  end(): void;
+  /** Stops reading (what the guest sends waits in the transport: flow control). */
+  pause(): void;
+  resume(): void;
+  onMessage(handler: (message: GuestMessage) => void): void;
+  /** The guest half-closed: it sends nothing more. */
+  onEnd(handler: () => void): void;
+  /** The stream broke or was cancelled: nothing more is read or written. */
+  onGone(handler: () => void): void;
 }

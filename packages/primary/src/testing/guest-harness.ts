@@ -6,7 +6,7 @@ import type { PeerCertificate } from "node:tls";
 import {
   createLogger,
   createMetrics,
-  NO_REPLICATION,
+  idleGauges,
   ReplicationLog,
   type wire,
 } from "@vgpu-ha/common";
@@ -110,16 +110,7 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     ...(options.refusals ? { refusals: options.refusals } : {}),
     nowMs,
     metrics: createMetrics(
-      {
-        role: () => "standalone",
-        epoch: () => 1,
-        sessions: () => backend.sessions.size,
-        contexts: () => backend.contexts.size,
-        bos: () => 0,
-        vramUsedBytes: () => 0,
-        vramTotalBytes: () => 0,
-        replication: () => NO_REPLICATION,
-      },
+      idleGauges("standalone", () => backend.sessions.size),
       { processMetrics: false },
     ),
     log: createLogger({ level: "silent", nodeId: "harness" }),
@@ -138,7 +129,7 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     idle,
     connect(certificate) {
       const stream = new FakeGuestStream(certificate);
-      service.serve(stream as never);
+      service.serveGrpc(stream as never);
       return stream;
     },
     async settled() {

@@ -1,0 +1,79 @@
+// The planted bugs of `npm run mutants` (see mutant.ts and docs/development.md#mutants). Each is
+// one edit of shipped code under packages/; the simulator and the scenario files must kill it.
+// When code moves, re-aim the mutant: point `file` at the new place and copy the line exactly
+// (with its indentation). An anchor that does not stand exactly once as whole lines fails the
+// run: a stale mutant is a defect, never a pass.
+import type { Mutant } from "./mutant.js";
+
+const primaryRole = "packages/daemon/src/roles/primary-role.ts";
+const standbyMachine = "packages/standby/src/core/standby-machine.ts";
+const nodeMachine = "packages/common/src/core/node-machine.ts";
+const receiver = "packages/standby/src/core/receiver.ts";
+
+export const MUTANTS: readonly Mutant[] = [
+  {
+    name: "release-all",
+    what: "the primary releases every reply whatever its lease and its standby hold",
+    file: primaryRole,
+    original: "    return seq === RELEASE_ALL ? undefined : seq;",
+    replacement: "    return undefined;",
+  },
+  {
+    name: "fenced-answers",
+    what: "peer mode: a primary whose lease lapsed (fenced) keeps releasing replies as if leased",
+    file: primaryRole,
+    original: '    let lease = lapsed || this.lease === "alone" ? "fenced" : this.lease;',
+    replacement:
+      '    let lease = this.lease === "alone" ? "fenced" : this.lease; if (lease === "fenced") lease = "leased";',
+  },
+  {
+    name: "etcd-fenced-answers",
+    what: "etcd mode: a primary without its etcd lease keeps releasing replies",
+    file: primaryRole,
+    original: '    if (arbiter) lease = now < arbiter.leaseEndMs() ? "leased" : "fenced";',
+    replacement: '    if (arbiter) lease = "leased";',
+  },
+  {
+    name: "promote-ineligible",
+    what: "a standby counts as eligible whatever its state (empty, mid-snapshot, diverged, no grant)",
+    file: receiver,
+    original: '    return this.state === "replica" && this.granted;',
+    replacement: "    return true;",
+  },
+  {
+    name: "etcd-promote-ineligible",
+    what: "etcd mode: a standby claims the granted replica to take the leader key, eligible or not",
+    file: standbyMachine,
+    original: "    const mine: Holding = facts.eligible",
+    replacement: "    const mine: Holding = true || facts.eligible",
+  },
+  {
+    name: "promote-unpersisted",
+    what: "a promoted node serves its new epoch without persisting it first",
+    file: nodeMachine,
+    original: "      ...this.persist(epoch), // persisted before serving as primary",
+    replacement: "      ...((this.epoch = epoch), []), // not persisted",
+  },
+  {
+    name: "stepdown-keeps-state",
+    what: "a primary stepping down keeps its state as a replica without a completed handover",
+    file: primaryRole,
+    original: "    if (!h || h.lastSeq !== this.log.lastSeq) return undefined;",
+    replacement:
+      "    if (!h || h.lastSeq !== this.log.lastSeq) return { backend: this.backend, lastSeq: this.log.lastSeq };",
+  },
+  {
+    name: "apply-out-of-order",
+    what: "the standby applies an entry past a gap instead of asking for the missing ones",
+    file: receiver,
+    original: "      if (entry.seq !== this.appliedSeq + 1) {",
+    replacement: "      if (entry.seq < this.appliedSeq) {",
+  },
+  {
+    name: "met-primary-ignored",
+    what: "a primary dialled by a primary of a higher epoch keeps serving instead of stepping down",
+    file: primaryRole,
+    original: "      if (otherPrimaryWins(self, m)) {",
+    replacement: "      if (otherPrimaryWins(self, m) && m.epoch < 0) {",
+  },
+];
