@@ -13,16 +13,20 @@
 # Reproducible: the runtime is pinned with its integrity (node-runtime.json), the dependencies
 # by package-lock.json, and every timestamp is SOURCE_DATE_EPOCH (the last commit's time).
 # --fast compresses with gzip -1 instead of xz (the same files; for the test).
+# --version V stamps V (a Debian version, e.g. 0.1.0+site1) into the package and into every
+# package.json in it, so `vgpud --version` prints it: a site build, or a test of an upgrade.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 OUT="$ROOT/dist-deb"
 COMPRESS=(-Zxz -z6)
+STAMP=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$(mkdir -p "$2" && cd "$2" && pwd)"; shift 2 ;;
     --fast) COMPRESS=(-Zgzip -z1); shift ;;
-    *) echo "usage: npm run package [-- --out DIR] [--fast]" >&2; exit 2 ;;
+    --version) STAMP="$2"; shift 2 ;;
+    *) echo "usage: npm run package [-- --out DIR] [--fast] [--version V]" >&2; exit 2 ;;
   esac
 done
 for tool in dpkg-deb dpkg gzip; do
@@ -34,6 +38,10 @@ VERSION="$(json package.json .version)"
 for p in packages/*/package.json; do
   [ "$(json "$p" .version)" = "$VERSION" ] || { echo "package: $p is not version $VERSION" >&2; exit 1; }
 done
+if [ -n "$STAMP" ]; then
+  [[ "$STAMP" =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] || { echo "package: --version $STAMP is not a Debian version" >&2; exit 2; }
+  VERSION="$STAMP"
+fi
 ARCH="$(dpkg --print-architecture)"
 case "$ARCH" in
   amd64) NODE_ARCH=x64 ;;
@@ -64,6 +72,15 @@ find "$LIB/packages" \( -name '*.test.js' -o -name '*.test.d.ts' -o -name '*.d.t
 (cd "$LIB" && npm ci --omit=dev --ignore-scripts --prefer-offline --no-audit --no-fund \
   --loglevel=error >/dev/null)
 rm -f "$LIB/package-lock.json" "$LIB/node_modules/.package-lock.json"
+# --version: the version every program reports, stamped after npm ci (which checks the
+# package.json files against the lock file).
+if [ -n "$STAMP" ]; then
+  for p in "$LIB/package.json" "$LIB"/packages/*/package.json; do
+    node -e 'const fs = require("fs"); const [f, v] = process.argv.slice(1);
+      const j = JSON.parse(fs.readFileSync(f, "utf8")); j.version = v;
+      fs.writeFileSync(f, `${JSON.stringify(j, null, 2)}\n`);' "$p" "$VERSION"
+  done
+fi
 
 echo "== the Node.js runtime: node-linux-$NODE_ARCH@$NODE_VERSION"
 (cd "$WORK" && npm pack "node-linux-$NODE_ARCH@$NODE_VERSION" --prefer-offline --silent >/dev/null)

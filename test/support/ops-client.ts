@@ -27,6 +27,8 @@ export interface NodeStatus {
     readonly lastSnapshot?: { bytes: number; seconds: number } | null;
     readonly heldReplies?: number;
     readonly log?: { firstRetainedSeq: number; heldEntries: number; heldBytes: number };
+    /** What the peer runs, from its last hello (null: none yet). */
+    readonly peerVersion?: { version: string; protocolVersion: number } | null;
   } | null;
   readonly maintenance?: { paused: boolean; by?: string; since?: string };
   readonly [key: string]: unknown;

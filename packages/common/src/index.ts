@@ -13,6 +13,7 @@ export * from "./core/log.js";
 export * from "./core/messages.js";
 export * from "./core/node-machine.js";
 export * from "./core/peer-identity.js";
+export * from "./core/peer-version.js";
 export * from "./core/ports.js";
 export * from "./core/release.js";
 export * from "./core/resync-progress.js";

@@ -323,7 +323,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     }),
     replicationRefusals: new Counter({
       name: "vgpu_replication_refusals_total",
-      help: "Replication streams and probes refused (or peers not believed) because they did not come from this node's configured peer: wrong_cluster, wrong_node, own_node_id, no_hello; by direction (inbound: dialled us; outbound: we dialled it)",
+      help: "Replication streams and probes refused (or peers not believed) because they did not come from this node's configured peer (wrong_cluster, wrong_node, own_node_id, no_hello) or it speaks another replication protocol version (incompatible_version); by direction (inbound: dialled us; outbound: we dialled it)",
       labelNames: ["reason", "direction"],
       registers,
     }),

@@ -47,7 +47,7 @@ import { MaintenanceMode } from "./state/maintenance-mode.js";
 import { MaintenanceStore } from "./state/maintenance-store.js";
 import { RoleHistory } from "./state/role-history.js";
 import { tlsRefusalReporter } from "./tls-listener.js";
-import { VERSION } from "./version.js";
+import { nodeVersion, VERSION } from "./version.js";
 
 export { OpsRefusal, splitHostPort } from "./node-helpers.js";
 
@@ -439,6 +439,7 @@ export class VgpuNode implements Supervisor {
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
       leaseThread: this.leaseThread?.counts() ?? null,
       version: VERSION,
+      protocolVersion: nodeVersion(config).protocolVersion,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
   }

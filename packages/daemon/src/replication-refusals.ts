@@ -1,6 +1,8 @@
 // One place where a node reports replication peers it would not believe: a hello or Probe from
 // outside its cluster or from another node than peer.name (inbound), or a node at the peer's
-// address that named itself as someone else (outbound). Each is counted in
+// address that named itself as someone else (outbound), or the peer's hello announcing another
+// replication protocol version (incompatible_version, either direction; the detail names both
+// versions). Each is counted in
 // vgpu_replication_refusals_total{reason,direction} and logged at most once a second per
 // reason and direction, with the remote address.
 import type { NodeMetrics } from "@vgpu-ha/common";
@@ -29,10 +31,17 @@ export function replicationRefusals(
       warn(
         `${direction}:${refusal.reason}`,
         { reason: refusal.reason, direction, remote, detail: refusal.message },
-        direction === "inbound"
-          ? "refused a replication peer that is not ours"
-          : "the node at the peer's address is not our peer",
+        message(refusal.reason, direction),
       );
     },
   };
+}
+
+function message(reason: string, direction: RefusalDirection): string {
+  if (reason === "incompatible_version") {
+    return "refused the replication peer: it speaks another replication protocol version";
+  }
+  return direction === "inbound"
+    ? "refused a replication peer that is not ours"
+    : "the node at the peer's address is not our peer";
 }

@@ -13,8 +13,10 @@ import {
   type Link,
   lowerEpochRefusal,
   NOTHING_DISCARDED,
+  type NodeVersion,
   type PrimaryMessage,
   type ReplicationLog,
+  refusalReply,
   type StandbyMessage,
   type TimerHandle,
   type Timers,
@@ -44,6 +46,8 @@ export interface PrimaryDriverOptions {
   readonly clusterId: string;
   readonly nodeId: string;
   readonly peerName: string;
+  /** What this node runs, announced in its hellos and required of its peer's (peer-version.ts). */
+  readonly version?: NodeVersion;
   /** This node starts the pair when no state survives (etcd: it may take the key first). */
   readonly configuredPrimary: boolean;
   readonly mode: "sync" | "async";
@@ -115,6 +119,7 @@ export class PrimaryDriver<S> {
           clusterId: o.clusterId,
           nodeId: o.nodeId,
           peerName: o.peerName,
+          version: o.version,
           heartbeatMs: o.lease.heartbeatMs,
         },
         this.log,
@@ -130,7 +135,12 @@ export class PrimaryDriver<S> {
       }
       this.machine = new PrimaryMachine(
         {
-          identity: { clusterId: o.clusterId, nodeId: o.nodeId, peerName: o.peerName },
+          identity: {
+            clusterId: o.clusterId,
+            nodeId: o.nodeId,
+            peerName: o.peerName,
+            version: o.version,
+          },
           mode: o.mode,
           lease: o.lease,
           etcd:
@@ -372,8 +382,7 @@ export class PrimaryDriver<S> {
       const decision = this.machine.hello(m, epoch);
       this.ports.observer.hello(decision, remote);
       if (decision.kind === "refuse") {
-        const r = decision.refusal;
-        link.send({ kind: "error", epoch: 0, code: r.code, message: r.message });
+        for (const out of refusalReply(this.options, decision.refusal)) link.send(out);
         link.close("not our peer");
       } else if (decision.kind === "stepDown") {
         link.close("stepping down");

@@ -84,6 +84,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         clusterId: deps.receiver.clusterId,
         nodeId: deps.receiver.nodeId,
         peerName: deps.peerName,
+        ...(deps.receiver.version ? { version: deps.receiver.version } : {}),
       },
       ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
       onStep: (m) => {

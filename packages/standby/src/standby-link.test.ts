@@ -12,6 +12,7 @@ import {
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./core/receiver.js";
 import { type ReplicationCall, StandbyLink } from "./standby-link.js";
+import { testBackendOptions } from "./testing/backend-options.js";
 
 class FakeCall extends EventEmitter {
   readonly written: wire.StandbyMessage[] = [];
@@ -48,14 +49,7 @@ function standbyLink() {
     {
       clusterId: "c",
       nodeId: "b",
-      backendOptions: {
-        device: { seed: 1, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
-        tenants: new Map(),
-        session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
-        maxDmaBytes: 1 << 16,
-        maxStoresPerBatch: 16,
-        trackMmio: false,
-      },
+      backendOptions: testBackendOptions(),
     },
     1,
   );

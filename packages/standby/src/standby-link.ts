@@ -3,14 +3,16 @@
 // replaces the current one. The gRPC server belongs to the node; it hands streams here.
 import type * as grpc from "@grpc/grpc-js";
 import {
+  announcedVersion,
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
+  helloRefusal,
   type IdentityRefusal,
-  identityRefusal,
   type Link,
   NO_HELLO,
+  type NodeVersion,
   type PeerIdentityRule,
   type PrimaryMessage,
   type StandbyMessage,
@@ -44,6 +46,8 @@ export class StandbyLink {
   private closed = false;
   /** Monotonic ms of the last message from a primary (undefined: none since start). */
   lastMessageMs: number | undefined;
+  /** What the peer runs, from its last hello naming it (refused for its version or not). */
+  peerVersion: NodeVersion | undefined;
 
   constructor(deps: {
     receiver: Receiver;
@@ -102,6 +106,9 @@ export class StandbyLink {
             // it steps down (it believes no epoch from an end that has not named itself).
             link.send(receiver.hello());
           }
+          // Our peer of another protocol version: our hello (without our epoch: nothing is
+          // believed across versions) says what we run, so it refuses us too, naming both.
+          if (why.reason === "incompatible_version") link.send({ ...receiver.hello(), epoch: 0 });
           // A stranger learns nothing of us, not even our epoch.
           const epoch = why.reason === "stale_epoch" ? receiver.epoch : 0;
           link.send({ kind: "error", epoch, code: why.code, message: why.message });
@@ -137,7 +144,8 @@ export class StandbyLink {
   private refusal(message: PrimaryMessage): StreamRefusal | null {
     const receiver = this.receiver;
     if (message.kind !== "hello") return NO_HELLO;
-    const who = identityRefusal(this.identity, message);
+    const who = helloRefusal(this.identity, message);
+    if (who === null || who.versions) this.peerVersion = announcedVersion(message);
     if (who !== null) return who;
     if (message.epoch < receiver.epoch) {
       return {

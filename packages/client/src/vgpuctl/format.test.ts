@@ -1,8 +1,9 @@
 // Proves the status table's wording: "degraded" appears once, a primary without a standby shows
 // "no standby" as its lag, the mode and TLS columns, and the lines under the table (last role
-// change, maintenance, a resync with its figures; a bar only on a terminal).
+// change, maintenance, a resync with its figures; a bar only on a terminal), each node's version
+// and its peer's when it differs (INCOMPATIBLE when the protocol does).
 import { describe, expect, it } from "vitest";
-import { renderDetails, renderTable, stateOf } from "./format.js";
+import { peerVersionLine, renderDetails, renderTable, stateOf } from "./format.js";
 import type { NodeStatus, NodeView } from "./ops-client.js";
 
 const primary = (over: Partial<NodeStatus> = {}): NodeStatus => ({
@@ -76,5 +77,24 @@ describe("status table", () => {
     const tty = renderDetails([view(s)], true).split("\n")[2]!;
     expect(tty).toMatch(/^resync node-a → node-b: [█░]{30} 25\.0%/);
     expect(tty.match(/█/g)?.length).toBe(8); // a quarter of 30 cells, rounded
+  });
+
+  it("shows each node's version, and its peer's when it differs", () => {
+    const repl = { state: "streaming", connected: true, peer: "node-b", lag: { entries: 0 } };
+    const at = (version: string, protocolVersion: number) =>
+      primary({
+        version: "0.1.0",
+        protocolVersion: 1,
+        replication: { ...repl, peerVersion: { version, protocolVersion } },
+      });
+    expect(renderTable([view(at("0.1.0", 1))])).toMatch(/VERSION\s+READY\n.*\s0\.1\.0\s+yes$/);
+    expect(peerVersionLine(at("0.1.0", 1))).toBeUndefined();
+    expect(peerVersionLine(primary({ version: "0.1.0" }))).toBeUndefined(); // no hello yet
+    expect(peerVersionLine(at("0.2.0", 1))).toBe(
+      "node-a: peer node-b runs vgpud 0.2.0 (replication protocol 1), this node 0.1.0",
+    );
+    expect(renderDetails([view(at("0.2.0", 2))], false)).toBe(
+      "node-a: peer node-b runs vgpud 0.2.0 (replication protocol 2), this node protocol 1: INCOMPATIBLE, not replicating (docs/operations.md#upgrade)",
+    );
   });
 });

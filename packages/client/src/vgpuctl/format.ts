@@ -14,6 +14,7 @@ const HEADER = [
   "LAG",
   "SESSIONS",
   "VRAM USED/TOTAL",
+  "VERSION",
   "READY",
 ] as const;
 
@@ -64,6 +65,7 @@ function row(v: NodeView): string[] {
     lagOf(s),
     String(s.sessions),
     formatMib(s.vram.usedBytes, s.vram.totalBytes),
+    s.version ?? "?",
     v.ready.ready ? "yes" : `no: ${v.ready.reason}`,
   ];
 }
@@ -107,7 +109,27 @@ export function renderColumns(header: readonly string[], body: readonly string[]
     .join("\n");
 }
 
-/** Lines under the table: each node's last role change, maintenance mode, a resync under way. */
+/**
+ * The peer's version when it differs from this node's (a rolling upgrade under way), and loudly
+ * when its protocol does: the pair does not replicate then.
+ */
+export function peerVersionLine(s: NodeStatus): string | undefined {
+  const p = s.replication?.peerVersion;
+  if (!p) return undefined;
+  const peer = `${s.nodeId}: peer ${s.replication?.peer ?? "?"}`;
+  const runs = `vgpud ${p.version} (replication protocol ${p.protocolVersion})`;
+  if (s.protocolVersion !== undefined && p.protocolVersion !== s.protocolVersion) {
+    return `${peer} runs ${runs}, this node protocol ${s.protocolVersion}: INCOMPATIBLE, not replicating (docs/operations.md#upgrade)`;
+  }
+  return p.version === s.version
+    ? undefined
+    : `${peer} runs ${runs}, this node ${s.version ?? "?"}`;
+}
+
+/**
+ * Lines under the table: each node's last role change, maintenance mode, its peer's version
+ * when it differs, a resync under way.
+ */
 export function renderDetails(views: readonly NodeView[], tty: boolean): string {
   const lines: string[] = [];
   for (const v of views) {
@@ -126,6 +148,8 @@ export function renderDetails(views: readonly NodeView[], tty: boolean): string 
         `${s.nodeId}: MAINTENANCE: paused${held} by ${m.by ?? "?"}: no automatic failover (vgpuctl resume)`,
       );
     }
+    const peer = peerVersionLine(s);
+    if (peer) lines.push(peer);
     const resync = resyncLine(s, tty);
     if (resync) lines.push(resync);
   }

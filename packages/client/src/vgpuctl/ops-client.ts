@@ -38,12 +38,16 @@ export interface NodeStatus {
     readonly connected: boolean;
     readonly peer?: string;
     readonly eligible?: boolean;
+    /** What the peer runs, from its last hello (null: no hello yet). */
+    readonly peerVersion?: { readonly version: string; readonly protocolVersion: number } | null;
     /** null on a primary without a standby. */
     readonly lag: { entries: number } | null;
     readonly snapshot?: ResyncStatus | null;
   } | null;
   readonly sessions: number;
   readonly vram: { usedBytes: number; totalBytes: number };
+  readonly version?: string;
+  readonly protocolVersion?: number;
   readonly [key: string]: unknown;
 }
 

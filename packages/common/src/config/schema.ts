@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { checkEtcdLeaseTerms } from "../core/etcd-lease.js";
 import { checkLeaseTerms } from "../core/lease.js";
+import { PROTOCOL_VERSION_MAX } from "../core/peer-version.js";
 import { listenerClash, portOf, sharedToken } from "./relations.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
@@ -279,6 +280,12 @@ export const ConfigSchema = z
          * (blocks the main event loop). Test-only: never in production.
          */
         faultInjection: z.boolean().default(false),
+        /**
+         * The replication protocol version this node announces and accepts instead of its
+         * build's (core/peer-version.ts), to test the refusal of an incompatible peer without
+         * building another release. Test-only: never in production.
+         */
+        protocolVersion: z.number().int().min(1).max(PROTOCOL_VERSION_MAX).optional(),
       })
       .prefault({}),
     log: z

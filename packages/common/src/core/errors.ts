@@ -70,6 +70,11 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     "the primary still holds its lease: not promoting (force overrides)",
   ),
   [ErrorCode.WRONG_PEER]: info("WRONG_PEER", false, "not this node's configured peer"),
+  [ErrorCode.INCOMPATIBLE_VERSION]: info(
+    "INCOMPATIBLE_VERSION",
+    false,
+    "the replication peer speaks another replication protocol version",
+  ),
   [ErrorCode.NOT_STANDBY]: info("NOT_STANDBY", false, "the action runs on a standby"),
   [ErrorCode.REPLICA_INELIGIBLE]: info(
     "REPLICA_INELIGIBLE",

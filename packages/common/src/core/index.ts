@@ -14,6 +14,7 @@ export * from "./log.js";
 export * from "./messages.js";
 export * from "./node-machine.js";
 export * from "./peer-identity.js";
+export * from "./peer-version.js";
 export * from "./ports.js";
 export * from "./release.js";
 export * from "./resync-progress.js";

@@ -15,6 +15,9 @@ export type PrimaryMessage =
       readonly lastSeq: number;
       /** The key of this primary's lease channel (daemon lease thread); absent: none. */
       readonly leaseKey?: Uint8Array;
+      /** What the sender runs (core/peer-version.ts); absent: a build that did not say. */
+      readonly version?: string;
+      readonly protocolVersion?: number;
     }
   | { readonly kind: "entries"; readonly epoch: number; readonly entries: readonly Entry[] }
   | { readonly kind: "snapshot"; readonly epoch: number; readonly chunk: SnapshotChunk }
@@ -55,6 +58,9 @@ export type StandbyMessage =
       /** A snapshot in progress to resume (0 when none) and the chunks it has. */
       readonly snapshotId: number;
       readonly snapshotChunk: number;
+      /** What the sender runs (core/peer-version.ts); absent: a build that did not say. */
+      readonly version?: string;
+      readonly protocolVersion?: number;
     }
   | {
       readonly kind: "ack";

@@ -3,9 +3,18 @@
 // looked at, so no stranger — a primary of another pair, a copy-pasted peer address, a forged
 // hello — can move this node's epoch, make it step down or throw its state away. The same rule
 // applies in both directions: a node that dials its peer believes nothing the other end says
-// (not even an error's epoch) until that end has named itself as the peer.
+// (not even an error's epoch) until that end has named itself as the peer. A hello from the peer
+// is then also refused when it announces another replication protocol version (peer-version.ts).
 import { ErrorCode } from "./errors.js";
 import type { StandbyMessage } from "./messages.js";
+import {
+  type AnnouncedVersion,
+  announcedVersion,
+  compatibleVersions,
+  describeVersion,
+  type NodeVersion,
+  REPLICATION_PROTOCOL_VERSION,
+} from "./peer-version.js";
 
 export interface PeerIdentityRule {
   readonly clusterId: string;
@@ -13,6 +22,8 @@ export interface PeerIdentityRule {
   readonly nodeId: string;
   /** The only node id this node accepts from the other end (config `peer.name`). */
   readonly peerName: string;
+  /** What this node runs (absent: this build's protocol, package version unknown). */
+  readonly version?: NodeVersion;
 }
 
 /** Why a stream or probe was refused, as counted in vgpu_replication_refusals_total{reason}. */
@@ -21,6 +32,7 @@ export const RefusalReason = {
   wrongNode: "wrong_node",
   ownNodeId: "own_node_id",
   noHello: "no_hello",
+  incompatibleVersion: "incompatible_version",
 } as const;
 export type RefusalReason = (typeof RefusalReason)[keyof typeof RefusalReason];
 
@@ -28,6 +40,8 @@ export interface IdentityRefusal {
   readonly reason: RefusalReason;
   readonly code: ErrorCode;
   readonly message: string;
+  /** incompatible_version: the versions of both ends, for the log and status. */
+  readonly versions?: { readonly own: NodeVersion; readonly peer: NodeVersion };
 }
 
 /** Null when `claimed` is this node's peer in this cluster; else why not. */
@@ -59,6 +73,32 @@ export function identityRefusal(
   return null;
 }
 
+/**
+ * Null when a replication hello may be believed: it names this node's peer of this cluster
+ * (identityRefusal) and announces a compatible version (peer-version.ts); else why not. A Probe
+ * is checked with identityRefusal alone: it carries no version, so roles are settled as usual
+ * and only the stream between builds of different protocols is refused.
+ */
+export function helloRefusal(
+  rule: PeerIdentityRule,
+  hello: { readonly clusterId: string; readonly nodeId: string } & AnnouncedVersion,
+): IdentityRefusal | null {
+  const who = identityRefusal(rule, hello);
+  if (who !== null) return who;
+  const own = rule.version ?? { version: "unknown", protocolVersion: REPLICATION_PROTOCOL_VERSION };
+  if (compatibleVersions(own, hello)) return null;
+  const peer = announcedVersion(hello);
+  const theirs = { version: clip(peer.version), protocolVersion: peer.protocolVersion };
+  return {
+    reason: RefusalReason.incompatibleVersion,
+    code: ErrorCode.INCOMPATIBLE_VERSION,
+    message:
+      `peer "${rule.peerName}" runs ${describeVersion(theirs)}, this node "${rule.nodeId}" ` +
+      `runs ${describeVersion(own)}: nodes replicate only within one protocol version`,
+    versions: { own, peer: theirs },
+  };
+}
+
 /** A stream whose first message is not a hello. */
 export const NO_HELLO: IdentityRefusal = Object.freeze({
   reason: RefusalReason.noHello,
@@ -82,16 +122,7 @@ export function lowerEpochRefusal(self: {
   readonly epoch: number;
 }): StandbyMessage[] {
   return [
-    {
-      kind: "hello",
-      epoch: self.epoch,
-      clusterId: self.clusterId,
-      nodeId: self.nodeId,
-      empty: true,
-      lastAppliedSeq: 0,
-      snapshotId: 0,
-      snapshotChunk: 0,
-    },
+    helloNaming(self),
     {
       kind: "error",
       epoch: self.epoch,
@@ -99,4 +130,38 @@ export function lowerEpochRefusal(self: {
       message: `${self.nodeId} is primary at epoch ${self.epoch}`,
     },
   ];
+}
+
+/**
+ * What a node answers a stream it refuses for `why`: a stranger gets the error alone (it learns
+ * nothing of us, not even our epoch); our peer of another protocol version first gets a hello
+ * naming us with our version (epoch 0: nothing is believed across versions), so it refuses us
+ * too and logs both versions.
+ */
+export function refusalReply(
+  self: { readonly clusterId: string; readonly nodeId: string },
+  why: IdentityRefusal,
+): StandbyMessage[] {
+  const error: StandbyMessage = { kind: "error", epoch: 0, code: why.code, message: why.message };
+  if (!why.versions) return [error];
+  const { clusterId, nodeId } = self;
+  return [helloNaming({ clusterId, nodeId, epoch: 0 }, why.versions.own), error];
+}
+
+/** A hello that only names this node (no replica, nothing to resume), with its version. */
+function helloNaming(
+  self: { readonly clusterId: string; readonly nodeId: string; readonly epoch: number },
+  version?: NodeVersion,
+): StandbyMessage {
+  return {
+    kind: "hello",
+    epoch: self.epoch,
+    clusterId: self.clusterId,
+    nodeId: self.nodeId,
+    empty: true,
+    lastAppliedSeq: 0,
+    snapshotId: 0,
+    snapshotChunk: 0,
+    ...version,
+  };
 }

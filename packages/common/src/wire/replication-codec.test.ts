@@ -1,6 +1,6 @@
 // Proves the replication codec is lossless for every message kind (domain → proto → bytes →
 // proto → domain), that decoded bytes are copies detached from the receive buffer, and that
-// malformed messages decode to MalformedError, never a throw.
+// malformed messages decode to MalformedError, never a throw (an over-long hello version too).
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import type { Entry } from "../core/entries.js";
@@ -184,6 +184,16 @@ const primaryMessages: PrimaryMessage[] = [
     syncReplica: false,
     maintenancePaused: true,
   },
+  {
+    kind: "hello",
+    epoch: 3,
+    clusterId: "c",
+    nodeId: "a",
+    firstRetainedSeq: 1,
+    lastSeq: 2,
+    version: "0.2.0",
+    protocolVersion: 2,
+  },
 ];
 
 const standbyMessages: StandbyMessage[] = [
@@ -196,6 +206,18 @@ const standbyMessages: StandbyMessage[] = [
     lastAppliedSeq: 77,
     snapshotId: 11,
     snapshotChunk: 3,
+  },
+  {
+    kind: "hello",
+    epoch: 4,
+    clusterId: "c",
+    nodeId: "b",
+    empty: true,
+    lastAppliedSeq: 0,
+    snapshotId: 0,
+    snapshotChunk: 0,
+    version: "0.1.0",
+    protocolVersion: 1,
   },
   {
     kind: "ack",
@@ -279,6 +301,16 @@ describe("replication codec", () => {
     expect(
       decodePrimaryMessage(withEntry(callEntry({ call, handles: {}, result: {} }))),
     ).not.toBeInstanceOf(MalformedError);
+  });
+
+  it("reports a hello's version of more than 64 characters as malformed", () => {
+    const hello = (version: string) =>
+      create(StandbyMessageSchema, {
+        epoch: 1n,
+        kind: { case: "hello", value: { clusterId: "c", nodeId: "b", version } },
+      });
+    expect(decodeStandbyMessage(hello("1".repeat(64)))).not.toBeInstanceOf(MalformedError);
+    expect(decodeStandbyMessage(hello("1".repeat(65)))).toBeInstanceOf(MalformedError);
   });
 
   it("reports an unknown session close reason as malformed", () => {

@@ -20,6 +20,7 @@ import type {
   ResyncReason,
   StandbyMessage,
 } from "../core/messages.js";
+import type { AnnouncedVersion } from "../core/peer-version.js";
 import type {
   SnapshotBo,
   SnapshotChunk,
@@ -142,6 +143,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
           firstRetainedSeq: BigInt(m.firstRetainedSeq),
           lastSeq: BigInt(m.lastSeq),
           ...(m.leaseKey !== undefined ? { leaseKey: m.leaseKey } : {}),
+          ...versionToWire(m),
         }),
       };
     case "entries":
@@ -348,6 +350,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         firstRetainedSeq: toSafe(k.value.firstRetainedSeq, "first retained seq"),
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
         ...leaseKeyOf(k.value.leaseKey),
+        ...versionOf(k.value),
       };
     case "entries":
       return { kind: "entries", epoch, entries: decodeEntryBatch(k.value) };
@@ -554,6 +557,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
           lastAppliedSeq: BigInt(m.lastAppliedSeq),
           snapshotId: BigInt(m.snapshotId),
           snapshotChunk: m.snapshotChunk,
+          ...versionToWire(m),
         }),
       };
     case "ack":
@@ -614,6 +618,7 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         lastAppliedSeq: toSafe(k.value.lastAppliedSeq, "last applied seq"),
         snapshotId: toSafe(k.value.snapshotId, "snapshot id"),
         snapshotChunk: k.value.snapshotChunk,
+        ...versionOf(k.value),
       };
     case "ack":
       return {
@@ -661,6 +666,23 @@ function decodeResyncReason(reason: WireResyncReason): ResyncReason {
   if (reason === WireResyncReason.GAP) return "gap";
   if (reason === WireResyncReason.DIVERGED) return "diverged";
   return malformed(`unknown resync reason ${reason}`);
+}
+
+/** A hello's version fields for the wire (absent: not set, as a build before them sent). */
+function versionToWire(m: AnnouncedVersion): { version?: string; protocolVersion?: number } {
+  return {
+    ...(m.version !== undefined ? { version: m.version } : {}),
+    ...(m.protocolVersion !== undefined ? { protocolVersion: m.protocolVersion } : {}),
+  };
+}
+
+/** A hello's version fields: "" and 0 (a build that did not say) are absent; at most 64 chars. */
+function versionOf(w: { version: string; protocolVersion: number }): AnnouncedVersion {
+  if (w.version.length > 64) malformed(`version of ${w.version.length} characters (at most 64)`);
+  return {
+    ...(w.version !== "" ? { version: w.version } : {}),
+    ...(w.protocolVersion !== 0 ? { protocolVersion: w.protocolVersion } : {}),
+  };
 }
 
 /** A hello's lease key: copied out of the receive buffer; absent when empty; at most 64 bytes. */

@@ -38,6 +38,7 @@ import {
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import { etcdPort } from "../lease/etcd-port.js";
 import { LeaseThread } from "../lease/lease-thread.js";
+import { nodeVersion } from "../version.js";
 import { backendOptions, sessionLimits } from "./backend-options.js";
 import { primaryObserver } from "./primary-observer.js";
 import { primaryStatus } from "./primary-status.js";
@@ -98,6 +99,7 @@ export class PrimaryRole implements Role {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
         peerName: config.peer.name,
+        version: nodeVersion(config),
         configuredPrimary: config.role === "primary",
         mode: r.mode,
         lease: {

@@ -101,6 +101,7 @@ export function primaryStatus(deps: PrimaryStatusDeps) {
             mode: config.replication.mode,
             peer: config.peer.name,
             peerAddress: config.peer.replicationAddress,
+            peerVersion: sender.peerVersion ?? null,
             state: sender.state,
             connected: r.connected,
             // No standby: no lag to speak of (the numbers would only grow).

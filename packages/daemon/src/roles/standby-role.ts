@@ -24,6 +24,7 @@ import {
 } from "@vgpu-ha/standby";
 import type { EtcdView } from "../lease/etcd-arbiter.js";
 import { etcdCallbacks } from "../lease/etcd-callbacks.js";
+import { nodeVersion } from "../version.js";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./role.js";
@@ -45,6 +46,7 @@ export class StandbyRole implements Role {
       receiver: {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
+        version: nodeVersion(config),
         backendOptions: backendOptions(config, false),
       },
       peerName: config.peer.name,
@@ -282,6 +284,7 @@ export class StandbyRole implements Role {
         granted: r.granted,
         connected: this.driver.link.connected,
         peer: this.deps.config.peer.name,
+        peerVersion: this.driver.link.peerVersion ?? null,
         lag: { entries: g.lagEntries },
         lastMessageAgeMs:
           since === undefined ? null : Math.round(this.deps.clock.monotonicMs() - since),

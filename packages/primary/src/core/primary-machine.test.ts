@@ -2,7 +2,8 @@
 // hello rules as the role needs them: driven over a real Sender and log with explicit times,
 // it moves leased → fenced → degraded, releases only what the lease and the grant allow,
 // grants and revokes the standby with notices, pauses guests on lag, reacts to the Sender's
-// events, decides on another primary's hello, and (etcd mode) asks etcd and applies answers.
+// events, decides on another primary's hello (another protocol version refused), and (etcd
+// mode) asks etcd and applies answers.
 import { ErrorCode, type PrimaryMessage, RELEASE_NONE } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -276,6 +277,16 @@ describe("another primary's hello", () => {
     expect(impostor.kind).toBe("refuse");
     const heartbeat = { kind: "heartbeat", epoch: 9 } as unknown as PrimaryMessage;
     expect(s.machine.hello(heartbeat, 2).kind).toBe("refuse");
+  });
+
+  it("refuses its peer of another protocol version before its epoch counts", () => {
+    const s = leased();
+    const other = s.machine.hello(hello({ epoch: 9, version: "9.0.0", protocolVersion: 9 }), 2);
+    expect(other.kind).toBe("refuse");
+    if (other.kind === "refuse") {
+      expect(other.refusal.code).toBe(ErrorCode.INCOMPATIBLE_VERSION);
+      expect(other.refusal.message).toContain("vgpud 9.0.0 (replication protocol 9)");
+    }
   });
 });
 

@@ -14,8 +14,8 @@ import {
   type GrantState,
   grantBinds,
   grantDue,
+  helloRefusal,
   type IdentityRefusal,
-  identityRefusal,
   type LeaseTerms,
   NO_GRANT,
   NO_HELLO,
@@ -255,7 +255,7 @@ export class PrimaryMachine {
    * counts; a hello from another cluster or node is refused before its epoch is read.
    */
   hello(m: PrimaryMessage, epoch: number): HelloDecision {
-    const who = m.kind === "hello" ? identityRefusal(this.options.identity, m) : null;
+    const who = m.kind === "hello" ? helloRefusal(this.options.identity, m) : null;
     if (m.kind !== "hello" || who !== null) return { kind: "refuse", refusal: who ?? NO_HELLO };
     if (otherPrimaryWins({ epoch, nodeId: this.options.identity.nodeId }, m)) {
       return {

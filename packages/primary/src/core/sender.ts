@@ -7,10 +7,12 @@
 // Gaps and duplicates are the receiver's business; the sender resends from a requested seq,
 // or from the last acknowledged one when acks stop coming (retransmitMs).
 import {
+  announcedVersion,
   chunkBytes,
   ErrorCode,
-  identityRefusal,
+  helloRefusal,
   NO_HELLO,
+  type NodeVersion,
   type PrimaryMessage,
   type RefusalReason,
   type ReplicationLog,
@@ -23,6 +25,8 @@ export interface SenderOptions {
   readonly nodeId: string;
   /** The standby's node id (config peer.name): nothing from another is believed. */
   readonly peerName: string;
+  /** What this node runs, announced in its hello (absent: this build's protocol, no version). */
+  readonly version?: NodeVersion;
   readonly maxBatchEntries: number;
   readonly maxBatchBytes: number;
   readonly maxInflightEntries: number;
@@ -103,6 +107,10 @@ export class Sender {
   leaseKey: Uint8Array | undefined;
   /** The other end of this connection said a hello naming our peer of our cluster. */
   private peerVerified = false;
+  /** This connection's peer was refused for its version: its error says so again, uncounted. */
+  private versionRefused = false;
+  /** What the peer runs, from its last hello naming it (refused for its version or not). */
+  peerVersion: NodeVersion | undefined;
   /**
    * The sync grant carried by every heartbeat (see core/release.ts); the primary role sets it.
    * A change is sent at once.
@@ -168,6 +176,7 @@ export class Sender {
 
   connected(nowMs: number): void {
     this.peerVerified = false;
+    this.versionRefused = false;
     this.state = "hello";
     this.pendingHello = true;
     this.lastProgressMs = nowMs;
@@ -226,17 +235,22 @@ export class Sender {
   /** The first message of a connection must be the peer's hello (peer-identity.ts). */
   private verifyPeer(message: StandbyMessage): boolean {
     const o = this.options;
+    if (message.kind === "error" && this.versionRefused) return false;
     const why =
       message.kind === "hello"
-        ? identityRefusal(
-            { clusterId: o.clusterId, nodeId: o.nodeId, peerName: o.peerName },
+        ? helloRefusal(
+            { clusterId: o.clusterId, nodeId: o.nodeId, peerName: o.peerName, version: o.version },
             message,
           )
         : { ...NO_HELLO, message: `a ${message.kind} before the standby's hello` };
+    if (message.kind === "hello" && (why === null || why.versions)) {
+      this.peerVersion = announcedVersion(message);
+    }
     if (why === null) {
       this.peerVerified = true;
       return true;
     }
+    if (why.versions) this.versionRefused = true;
     this.events.push({ kind: "refused", code: why.code, message: why.message, reason: why.reason });
     return false;
   }
@@ -393,6 +407,7 @@ export class Sender {
         firstRetainedSeq: this.log.firstRetainedSeq,
         lastSeq: this.log.lastSeq,
         ...(this.leaseKey !== undefined ? { leaseKey: this.leaseKey } : {}),
+        ...this.options.version,
       });
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);

@@ -3,20 +3,10 @@
 // and it loses the grant on revocation, on a newer epoch, on divergence and when a snapshot
 // starts; a late copy of an older heartbeat changes nothing.
 import type { PrimaryMessage } from "@vgpu-ha/common/core";
-import { Backend, type BackendOptions, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
+import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
+import { testBackendOptions } from "../testing/backend-options.js";
 import { Receiver } from "./receiver.js";
-
-function testBackendOptions(): BackendOptions {
-  return {
-    device: { seed: 1, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
-    tenants: new Map(),
-    session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
-    maxDmaBytes: 1 << 16,
-    maxStoresPerBatch: 16,
-    trackMmio: false,
-  };
-}
 
 function replica(epoch = 3): Receiver {
   const r = new Receiver(

@@ -5,6 +5,7 @@
 import type {
   CheckpointResult,
   Entry,
+  NodeVersion,
   PrimaryMessage,
   SnapshotChunk,
   StandbyMessage,
@@ -17,6 +18,8 @@ import { type ApplyResult, applyEntry } from "./applier.js";
 export interface ReceiverOptions {
   readonly clusterId: string;
   readonly nodeId: string;
+  /** What this node runs, announced in its hello (absent: this build's protocol, no version). */
+  readonly version?: NodeVersion;
   readonly backendOptions: BackendOptions;
   /** Applies one entry; defaults to applyEntry (tests may wrap it). */
   readonly apply?: (backend: Backend, entry: Entry) => ApplyResult;
@@ -93,6 +96,7 @@ export class Receiver {
       lastAppliedSeq: this.appliedSeq,
       snapshotId: this.sink?.snapshotId ?? 0,
       snapshotChunk: this.sink?.received ?? 0,
+      ...this.options.version,
     };
   }
 
