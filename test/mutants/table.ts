@@ -7,8 +7,8 @@ import type { Mutant } from "./mutant.js";
 
 const primaryMachine = "packages/primary/src/core/primary-machine.ts";
 const primaryDriver = "packages/primary/src/primary-driver.ts";
-const standbyRole = "packages/daemon/src/roles/standby-role.ts";
-const node = "packages/daemon/src/node.ts";
+const standbyMachine = "packages/standby/src/core/standby-machine.ts";
+const nodeMachine = "packages/common/src/core/node-machine.ts";
 const receiver = "packages/standby/src/core/receiver.ts";
 
 export const MUTANTS: readonly Mutant[] = [
@@ -43,16 +43,16 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: "etcd-promote-ineligible",
     what: "etcd mode: a standby claims the granted replica to take the leader key, eligible or not",
-    file: standbyRole,
-    original: "        mine: this.receiver.eligible",
-    replacement: "        mine: true",
+    file: standbyMachine,
+    original: "    const mine: Holding = facts.eligible",
+    replacement: "    const mine: Holding = true || facts.eligible",
   },
   {
     name: "promote-unpersisted",
     what: "a promoted node serves its new epoch without persisting it first",
-    file: node,
-    original: "      this.setEpoch(epoch); // persisted before serving as primary",
-    replacement: "      this.currentEpoch = epoch; // not persisted",
+    file: nodeMachine,
+    original: "      ...this.persist(epoch), // persisted before serving as primary",
+    replacement: "      ...((this.epoch = epoch), []), // not persisted",
   },
   {
     name: "stepdown-keeps-state",

@@ -1,59 +1,55 @@
-// One vgpud node: the supervisor that owns the epoch (persisted before it is acted on), the
-// servers (guest port, replication port, ops HTTP), and moves the node between roles:
-//   start: standalone by config; otherwise ask the peer (Probe) — a peer that is primary, or a
-//          standby holding a replica, makes this node a standby; else the node configured
-//          `role: primary` becomes primary at epoch max(own, peer's) + 1, the other a standby.
-//   promote: a standby whose primary's lease expired takes over with its replica (epoch + 1).
-//   step down: a primary that meets a higher epoch becomes an empty standby (its solo work is
-//          discarded, logged and counted) and resyncs from the new primary.
-
-import { create } from "@bufbuild/protobuf";
-import * as grpc from "@grpc/grpc-js";
+// One vgpud node: the composition around the shipped node driver (@vgpu-ha/common
+// NodeDriver over the pure NodeMachine) — the epoch store it persists to before acting, the
+// servers (guest port, replication port, ops HTTP), the peer Probe, the lease thread, the role
+// history and maintenance mode — and the roles its factory builds (PrimaryRole, StandbyRole).
+// The decisions (which role at start, when to promote, step down, adopt an epoch) are the
+// machine's: see packages/common/src/core/node-machine.ts and docs/architecture.md.
 import {
   type Clock,
   type Config,
-  createClient,
+  type CurrentRole,
   createMetrics,
-  discardedOnStepDown,
-  ERROR_CATALOGUE,
   ErrorCode,
-  errorName,
-  type Holding,
-  identityRefusal,
-  initialRole,
   type Logger,
-  mayAcquire,
+  NodeDriver,
   type NodeMetrics,
+  nodeTimers,
   type PeerChannel,
-  type PeerIdentityRule,
+  type PeerView,
   peerChannel,
-  promotionEpoch,
   resyncProgress,
-  standbyWithoutPrimary,
-  stepDownEpoch,
+  type Supervisor,
   systemClock,
   type TlsFiles,
   VgpuError,
-  wire,
 } from "@vgpu-ha/common";
 import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
 import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
-import { EtcdArbiter } from "./lease/etcd-arbiter.js";
-import { LeaseThread } from "./lease/lease-thread.js";
+import { EtcdArbiter, type EtcdView } from "./lease/etcd-arbiter.js";
+import { etcdCallbacks } from "./lease/etcd-callbacks.js";
+import type { LeaseThread } from "./lease/lease-thread.js";
+import { startLeaseThread } from "./lease/start-lease-thread.js";
+import { bound, busyWait, OpsRefusal, splitHostPort } from "./node-helpers.js";
+import { nodeObserver } from "./node-observer.js";
+import { manualDemote, manualPromote, reinit, switchover } from "./node-operator.js";
 import { buildOpsApp } from "./ops/ops-app.js";
-import { codeOr } from "./ops/refusal.js";
+import { answerProbe, type ProbeDeps, probePeer } from "./peer-probe.js";
 import { type ReplicationRefusals, replicationRefusals } from "./replication-refusals.js";
-import { PrimaryRole } from "./roles/primary-role.js";
-import type { PeerView, Role, RoleDeps, Supervisor } from "./roles/role.js";
+import { PrimaryRole, type Takeover } from "./roles/primary-role.js";
+import type { GuestStream, Role, RoleDeps } from "./roles/role.js";
+import { daemonRoles } from "./roles/role-factory.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
-import { HistoryStore, type RoleChange } from "./state/history-store.js";
-import { type Maintenance, MaintenanceStore } from "./state/maintenance-store.js";
+import { MaintenanceMode } from "./state/maintenance-mode.js";
+import { MaintenanceStore } from "./state/maintenance-store.js";
+import { RoleHistory } from "./state/role-history.js";
 import { tlsRefusalReporter } from "./tls-listener.js";
 import { nodeVersion, VERSION } from "./version.js";
+
+export { OpsRefusal, splitHostPort } from "./node-helpers.js";
 
 export interface NodeAddresses {
   readonly guest: string;
@@ -61,40 +57,37 @@ export interface NodeAddresses {
   readonly replication?: string;
 }
 
+type DaemonNodeDriver = NodeDriver<GuestStream, Takeover, EtcdView, PrimaryRole, StandbyRole>;
+type Current = CurrentRole<PrimaryRole, StandbyRole>;
+
 export class VgpuNode implements Supervisor {
   readonly config: Config;
   readonly metrics: NodeMetrics;
-  private readonly baseLog: Logger;
+  readonly baseLog: Logger;
   log: Logger;
   private readonly clock: Clock;
   private readonly store: EpochStore;
-  private readonly history: HistoryStore;
-  private readonly maintenanceStore: MaintenanceStore;
+  /** The role history; `history.askedBy`: who asked for the change under way. */
+  readonly history: RoleHistory;
   /** Maintenance mode (vgpuctl pause): no automatic takeover while set. */
-  private maintenance: Maintenance | undefined;
-  /** The newest role change (from the history file at start). */
-  private lastChange: RoleChange | undefined;
-  /** Who asked for the role change under way (an operator action); consumed by become(). */
-  private askedBy: string | undefined;
+  private readonly maintenance: MaintenanceMode;
   /** lease.mode etcd: the leader key and cluster record. */
-  private readonly arbiter: EtcdArbiter | undefined;
-  private currentEpoch = 0;
-  role: Role;
+  readonly arbiter: EtcdArbiter | undefined;
+  /** The node driver: the epoch, the role, the role changes. */
+  readonly driver: DaemonNodeDriver;
+  /** The epoch read from disk, until the driver starts. */
+  private epochRead = 0;
   private readonly ops: FastifyInstance;
   private guestServer: GrpcServer | undefined;
   private replicationServer: GrpcServer | undefined;
   private readonly startedMs = Date.now();
   private stopping = false;
-  /** Role changes run one after another. */
-  private transition: Promise<void> = Promise.resolve();
   /** The tls files, read and checked at construction (a ConfigError names the bad field). */
   private readonly tls: TlsFiles | undefined;
   /** How this node dials its peer: mutual TLS naming peer.name, or plaintext. */
   private readonly peer: PeerChannel;
   /** Counts and logs (rate-limited) what the guest port's defences refuse. */
   private readonly guestRefused: GuestRefusalSink;
-  /** Peer mode: the standby's look for a primary (see watchForPrimary). */
-  private primaryWatch: NodeJS.Timeout | undefined;
   /** Peer mode: heartbeats on a thread of their own (lease/lease-thread.ts). */
   private leaseThread: LeaseThread | undefined;
   /** Replication peers that are not ours: counted and logged (rate-limited). */
@@ -106,10 +99,13 @@ export class VgpuNode implements Supervisor {
     this.log = log.child({ role: "starting", epoch: 0 });
     this.clock = clock;
     this.store = new EpochStore(config.stateDir);
-    this.history = new HistoryStore(config.stateDir);
-    this.maintenanceStore = new MaintenanceStore(config.stateDir);
-    this.maintenance = this.maintenanceStore.read();
-    this.lastChange = this.history.read(1)[0];
+    this.history = new RoleHistory(config.stateDir, config.nodeId);
+    this.maintenance = new MaintenanceMode(
+      new MaintenanceStore(config.stateDir),
+      config.ops.maintenanceAlertAfterMs,
+      () => this.log,
+      () => this.role instanceof StandbyRole && this.role.primaryInSight(),
+    );
     this.tls = checkBeforeStart(config);
     this.peer = peerChannel(this.tls, config.peer.name);
     this.arbiter =
@@ -118,7 +114,7 @@ export class VgpuNode implements Supervisor {
         : undefined;
     this.metrics = createMetrics({
       role: () => this.role.name,
-      epoch: () => this.currentEpoch,
+      epoch: () => this.epoch(),
       sessions: () => this.role.counts().sessions,
       contexts: () => this.role.counts().contexts,
       bos: () => this.role.counts().bos,
@@ -129,7 +125,7 @@ export class VgpuNode implements Supervisor {
       leaseDurationSeconds: () =>
         (config.lease.mode === "etcd" ? config.lease.etcd.ttlMs : config.lease.durationMs) / 1000,
       operator: () => ({
-        pausedSinceMs: this.maintenance?.sinceMs,
+        pausedSinceMs: this.maintenance.sinceMs(),
         pausedMaxSeconds: config.ops.maintenanceAlertAfterMs / 1000,
         resync: this.resync(),
       }),
@@ -140,8 +136,8 @@ export class VgpuNode implements Supervisor {
       () => clock.monotonicMs(),
     );
     this.refusals = replicationRefusals(this.metrics, () => this.log);
-    // Until start() decides, the node is a standby that serves nobody.
-    this.role = new StandbyRole(this.roleDeps());
+    // Until start() decides, the node is a standby that serves nobody (the driver's placeholder).
+    this.driver = this.nodeDriver();
     this.ops = buildOpsApp({
       registry: this.metrics.registry,
       status: () => this.status(),
@@ -163,12 +159,12 @@ export class VgpuNode implements Supervisor {
         ...(config.testing.faultInjection
           ? { corrupt: () => this.role.corrupt?.(), stall: (ms: number) => busyWait(ms) }
           : {}),
-        promote: (force, caller) => this.manualPromote(force, caller),
-        demote: (force, caller) => this.manualDemote(force, caller),
-        switchover: (_force, caller) => this.switchover(caller),
-        pause: (_force, caller) => this.pause(caller),
-        resume: (_force, caller) => this.resume(caller),
-        reinit: (force, caller) => this.reinit(force, caller),
+        promote: (force, caller) => manualPromote(this, force, caller),
+        demote: (force, caller) => manualDemote(this, force, caller),
+        switchover: (_force, caller) => switchover(this, caller),
+        pause: async (_force, caller) => this.maintenance.pause(caller),
+        resume: async (_force, caller) => this.maintenance.resume(caller),
+        reinit: (force, caller) => reinit(this, force, caller),
         sessions: (tenant) => ({
           nodeId: config.nodeId,
           role: this.role.name,
@@ -189,8 +185,84 @@ export class VgpuNode implements Supervisor {
     });
   }
 
+  /** The current role (before start() decides: a standby that serves nobody). */
+  get role(): Role {
+    return this.driver.current.role;
+  }
+
+  private nodeDriver(): DaemonNodeDriver {
+    const { config } = this;
+    const mode = config.role === "standalone" ? "standalone" : this.arbiter ? "etcd" : "peer";
+    const configured = config.role === "primary" ? "primary" : "standby";
+    const leaseMs = config.lease.durationMs;
+    return new NodeDriver(
+      { mode, configured, nodeId: config.nodeId, leaseMs },
+      {
+        persist: (epoch) => this.store.write(epoch), // write + fsync
+        probePeer: (done) => this.probePeer(done),
+        etcd: this.arbiter && etcdCallbacks(this.arbiter, config.guest.listen),
+        roles: daemonRoles(() => this.roleDeps()),
+        timers: nodeTimers,
+        defer: (fn) => queueMicrotask(fn),
+        observer: nodeObserver(this),
+        maintenancePaused: () => this.maintenancePaused(),
+        adoptMaintenance: (paused) => this.adoptMaintenance(paused),
+      },
+    );
+  }
+
+  // ---- the Supervisor the roles see: the driver's ----
+
   epoch(): number {
-    return this.currentEpoch;
+    return this.driver === undefined
+      ? this.epochRead
+      : Math.max(this.driver.epoch(), this.epochRead);
+  }
+
+  promote(reason: string, force = false, etcdEpoch?: number): void {
+    this.driver.promote(reason, force, etcdEpoch);
+  }
+
+  stepDown(theirEpoch: number, reason: string, why = "higher_epoch"): void {
+    this.driver.stepDown(theirEpoch, reason, why);
+  }
+
+  adoptEpoch(epoch: number): void {
+    const before = this.epoch();
+    this.driver.adoptEpoch(epoch);
+    if (this.epoch() > before) this.log = this.baseLog.child({ role: this.role.name, epoch });
+  }
+
+  probePeer(done: (peer: PeerView | undefined) => void): void {
+    probePeer(this.probeDeps(), done);
+  }
+
+  /** Resolves once the role changes asked for so far have run. */
+  settled(): Promise<void> {
+    return new Promise((resolve) => this.driver.afterChanges(resolve));
+  }
+
+  private probeDeps(): ProbeDeps {
+    return {
+      config: this.config,
+      peer: this.peer,
+      refusals: this.refusals,
+      epoch: () => this.epoch(),
+      role: () => this.role,
+    };
+  }
+
+  /** gRPC health (servers.ts): the guest port serves on a primary, replication on a standby. */
+  setServing(kind: Current["kind"]): void {
+    this.guestServer?.setServing(kind !== "standby");
+    this.replicationServer?.setServing(kind === "standby");
+  }
+
+  /** Appends a role change to the history; `from` is the role being left. */
+  record(to: string, reason: string, from: Current): void {
+    const fromName = from.kind === "starting" ? "none" : from.role.name;
+    const seq = from.role.probe().appliedSeq;
+    this.history.record({ epoch: this.epoch(), from: fromName, to, reason, seq }, this.log);
   }
 
   private roleDeps(): RoleDeps {
@@ -209,15 +281,10 @@ export class VgpuNode implements Supervisor {
     };
   }
 
-  /** Persists a new epoch (write + fsync) before anything acts on it. */
-  private setEpoch(epoch: number): void {
-    this.store.write(epoch);
-    this.currentEpoch = epoch;
-  }
-
   async start(): Promise<NodeAddresses> {
     const { config } = this;
-    this.currentEpoch = this.store.read();
+    const epochRead = this.store.read();
+    this.epochRead = epochRead;
     this.guestServer = await bound(
       "guest.listen",
       config.guest.listen,
@@ -260,7 +327,7 @@ export class VgpuNode implements Supervisor {
           config.guest.maxMessageBytes,
           replicationService({
             stream: (call) => this.role.acceptReplication(call),
-            probe: (call, callback) => this.answerProbe(call, callback),
+            probe: (call, callback) => answerProbe(this.probeDeps(), call, callback),
           }),
           this.tls
             ? {
@@ -275,16 +342,16 @@ export class VgpuNode implements Supervisor {
         ),
       );
     }
-    this.leaseThread = this.startLeaseThread();
-    const initial = await this.decideRole();
-    // A stream that reached the placeholder while we probed must not stay attached to it: the
-    // primary redials and meets the real role.
-    await this.role.stop("role decided");
-    this.become(initial, initial === "primary" ? "cold_start" : "start");
-    if (config.role !== "standalone" && !this.arbiter) {
-      const everyMs = Math.max(1000, config.lease.durationMs * 2);
-      this.primaryWatch = setInterval(() => this.watchForPrimary(), everyMs);
-    }
+    this.leaseThread = startLeaseThread(
+      config,
+      this.replicationServer?.port,
+      this.arbiter,
+      () => this.clock.monotonicMs(),
+      this.baseLog.child({ component: "lease-thread" }),
+    );
+    // Decides the first role: a stream that reached the placeholder while we probed does not
+    // stay attached to it (the primary redials and meets the real role).
+    await new Promise<void>((decided) => this.driver.start(epochRead, decided));
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await bound(
       "ops.listen",
@@ -303,47 +370,6 @@ export class VgpuNode implements Supervisor {
     return addresses;
   }
 
-  /** Peer mode with lease.watchdogMs > 0: the lease thread, on the replication port over UDP. */
-  private startLeaseThread(): LeaseThread | undefined {
-    const { config } = this;
-    const port = this.replicationServer?.port;
-    if (port === undefined || config.lease.watchdogMs === 0) return undefined;
-    const peerAddress = config.peer.leaseAddress ?? config.peer.replicationAddress;
-    const [peerHost, peerPort] = peerAddress ? splitHostPort(peerAddress) : [];
-    const [bindHost] = splitHostPort(config.replication.listen);
-    const e = config.lease.etcd;
-    const thread = new LeaseThread(
-      {
-        mode: config.lease.mode,
-        etcd: {
-          endpoints: e.endpoints,
-          keepaliveMs: e.keepaliveMs,
-          requestTimeoutMs: e.requestTimeoutMs,
-          driftMarginMs: config.lease.driftMarginMs,
-        },
-        bindHost,
-        bindPort: port,
-        peer:
-          peerHost !== undefined && peerPort !== undefined
-            ? { host: peerHost, port: peerPort }
-            : undefined,
-        heartbeatMs: config.lease.heartbeatMs,
-        watchdogMs: config.lease.watchdogMs,
-        progressEveryMs: Math.max(5, Math.min(50, Math.floor(config.lease.heartbeatMs / 2))),
-        mainNowMs: () => this.clock.monotonicMs(),
-      },
-      this.baseLog.child({ component: "lease-thread" }),
-    );
-    const arbiter = this.arbiter;
-    if (arbiter) {
-      // etcd mode: the thread keeps the leader key's lease alive beside the main loop.
-      arbiter.onHolding = (lease) => thread.etcd(lease?.leaseId);
-      arbiter.threadEndMs = () => thread.etcdEndMs();
-      thread.onEtcdLost = (id) => arbiter.lost(id);
-    }
-    return thread;
-  }
-
   private tlsRefusals(port: "guest" | "replication") {
     return tlsRefusalReporter(
       port,
@@ -352,441 +378,16 @@ export class VgpuNode implements Supervisor {
     );
   }
 
-  /** The first role: see the comment at the top of this file. */
-  private async decideRole(): Promise<"standalone" | "primary" | "standby"> {
-    const { config } = this;
-    if (config.role === "standalone") {
-      if (this.currentEpoch === 0) this.setEpoch(1);
-      return "standalone";
-    }
-    if (this.arbiter) return this.decideEtcdRole(this.arbiter);
-    const decided = initialRole(config.role, this.currentEpoch, await this.probePeer());
-    if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
-    return decided.role;
-  }
-
-  /**
-   * Peer mode: a standby with no primary in sight — none has spoken to it, or the one it
-   * followed went silent and it may not take over — asks its peer and acts on the answer, so
-   * the pair does not stay without a primary when one of them can serve (see
-   * standbyWithoutPrimary). etcd mode leaves this to the leader key (mayAcquire).
-   */
-  private watchForPrimary(): void {
-    this.transition = this.transition.then(async () => {
-      const standby = this.role;
-      if (this.stopping || !(standby instanceof StandbyRole) || standby.primaryInSight()) return;
-      const peer = await this.probePeer();
-      if (this.role !== standby || standby.primaryInSight()) return;
-      const self = {
-        configured: this.config.role === "primary" ? "primary" : "standby",
-        epoch: this.currentEpoch,
-        holdsReplica: standby.holdsReplica,
-      } as const;
-      const decided = standbyWithoutPrimary(self, peer);
-      if (decided.action === "wait") return;
-      if (decided.action === "takeOver" && this.maintenancePaused()) {
-        this.log.warn({ peer }, "maintenance mode: not taking over (vgpuctl resume to allow it)");
-        return;
-      }
-      this.log.warn({ peer, decided }, "no primary in sight and the peer holds nothing");
-      if (decided.action === "takeOver") {
-        this.adoptEpoch(decided.epoch - 1);
-        void this.promote("recovery", true);
-        return;
-      }
-      this.setEpoch(decided.epoch);
-      await standby.stop("starting the pair");
-      this.become("primary", "cold_start");
-    });
-  }
-
-  /**
-   * etcd mode: primary only by taking the leader key (core/etcd-lease.ts mayAcquire); a node
-   * that cannot (key held, etcd away, the state may be elsewhere) starts as a standby, which
-   * keeps watching the key.
-   */
-  private async decideEtcdRole(arbiter: EtcdArbiter): Promise<"primary" | "standby"> {
-    try {
-      const view = await arbiter.read();
-      if (view.leader) {
-        if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
-        return "standby";
-      }
-      const peer = await this.probePeer();
-      const decision = mayAcquire({
-        me: this.config.nodeId,
-        configuredPrimary: this.config.role === "primary",
-        leaderPresent: false,
-        record: view.record,
-        mine: "nothing",
-        peer: peer && { nodeId: peer.nodeId, holds: holdingOf(peer) },
-        localEpoch: this.currentEpoch,
-      });
-      this.log.warn({ decision }, "etcd: starting");
-      if (!decision.acquire) return "standby";
-      if (!(await arbiter.acquire(view, decision.epoch, this.config.guest.listen))) {
-        return "standby";
-      }
-      this.setEpoch(decision.epoch);
-      return "primary";
-    } catch (e) {
-      this.log.error({ err: (e as Error).message }, "etcd: unreachable at start: standby");
-      return "standby";
-    }
-  }
-
-  async probePeer(): Promise<PeerView | undefined> {
-    const address = this.config.peer.replicationAddress;
-    if (!address) return undefined;
-    const client = createClient(
-      wire.Replication,
-      address,
-      this.peer.credentials,
-      this.peer.options,
-    );
-    try {
-      return await new Promise<PeerView | undefined>((resolve) => {
-        const request = create(wire.ProbeRequestSchema, {
-          clusterId: this.config.clusterId,
-          nodeId: this.config.nodeId,
-          epoch: BigInt(this.currentEpoch),
-        });
-        const deadline = Date.now() + Math.max(1000, this.config.lease.durationMs * 2);
-        client.probe(request, new grpc.Metadata(), { deadline }, (err, res) => {
-          if (err || !res) return resolve(undefined);
-          // Believe nothing (above all no epoch) from a node that is not our peer.
-          const who = identityRefusal(this.identityRule(), res);
-          if (who !== null) {
-            this.refusals.report(who, address, "outbound");
-            return resolve(undefined);
-          }
-          const role = res.role === wire.NodeRole.PRIMARY ? "primary" : "standby";
-          resolve({
-            nodeId: res.nodeId,
-            role,
-            epoch: Number(res.epoch),
-            replica: res.replica,
-            appliedSeq: Number(res.appliedSeq),
-          });
-        });
-      });
-    } finally {
-      client.close();
-    }
-  }
-
-  private identityRule(): PeerIdentityRule {
-    const c = this.config;
-    return { clusterId: c.clusterId, nodeId: c.nodeId, peerName: c.peer.name };
-  }
-
-  /** A Probe from our peer is answered; anyone else learns nothing of this node. */
-  private answerProbe(
-    call: grpc.ServerUnaryCall<wire.ProbeRequest, wire.ProbeResponse>,
-    callback: grpc.sendUnaryData<wire.ProbeResponse>,
-  ): void {
-    const who = identityRefusal(this.identityRule(), call.request);
-    if (who !== null) {
-      this.refusals.report(who, call.getPeer(), "inbound");
-      const status = ERROR_CATALOGUE[who.code].grpcStatus;
-      callback({ code: status, details: `${errorName(who.code)}: ${who.message}` });
-      return;
-    }
-    const p = this.role.probe();
-    callback(
-      null,
-      create(wire.ProbeResponseSchema, {
-        clusterId: this.config.clusterId,
-        nodeId: this.config.nodeId,
-        role: p.role === "primary" ? wire.NodeRole.PRIMARY : wire.NodeRole.STANDBY,
-        epoch: BigInt(this.currentEpoch),
-        replica: p.replica,
-        appliedSeq: BigInt(p.appliedSeq),
-      }),
-    );
-  }
-
-  /** Switches to a fresh role of the given kind (the previous one must be stopped). */
-  private become(kind: "standalone" | "primary" | "standby", reason: string, role?: Role): void {
-    this.record(kind, reason);
-    this.log = this.baseLog.child({ role: kind, epoch: this.currentEpoch });
-    this.role =
-      role ??
-      (kind === "standby" ? new StandbyRole(this.roleDeps()) : new PrimaryRole(this.roleDeps()));
-    this.role.start();
-    this.guestServer?.setServing(kind !== "standby"); // gRPC health (servers.ts)
-    this.replicationServer?.setServing(kind === "standby");
-    if (kind !== "standby") this.metrics.promotions.inc({ reason });
-    if (reason === "lease_expired" || reason === "etcd_key_acquired") this.metrics.failovers.inc();
-    this.log.warn({ reason }, `now ${kind}`);
-  }
-
-  /** Appends the role change to the history (the previous role is still this.role). */
-  private record(to: string, reason: string): void {
-    const by = this.askedBy ?? (reason === "switchover" ? "peer" : "automatic");
-    this.askedBy = undefined;
-    const change: RoleChange = {
-      at: new Date().toISOString(),
-      node: this.config.nodeId,
-      epoch: this.currentEpoch,
-      from: this.roleChosen ? this.role.name : "none",
-      to,
-      reason,
-      seq: this.role.probe().appliedSeq,
-      by,
-    };
-    this.roleChosen = true;
-    this.lastChange = change;
-    try {
-      this.history.append(change);
-    } catch (e) {
-      // The history is for operators: a full disk must not stop a role change.
-      this.log.error({ err: (e as Error).message }, "could not append to the role history");
-    }
-  }
-
-  /** start() has chosen a first role (before: the placeholder standby). */
-  private roleChosen = false;
-
-  promote(reason: string, force = false, etcdEpoch?: number): Promise<void> {
-    this.transition = this.transition.then(async () => {
-      const standby = this.role;
-      if (this.stopping || !(standby instanceof StandbyRole)) return;
-      const takeover = standby.takeover(force);
-      if (!takeover) return;
-      const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
-      this.setEpoch(epoch); // persisted before serving as primary
-      await standby.stop("promoted");
-      // The new epoch is bound to the logger (a field of the same name would repeat the key).
-      this.log = this.baseLog.child({ role: "primary", epoch });
-      this.log.warn({ seq: takeover.lastSeq, reason }, "promoting");
-      this.become("primary", reason, new PrimaryRole(this.roleDeps(), takeover));
-      // Guests that arrived while it promoted waited for this role.
-      for (const stream of standby.takeParked()) this.role.serveGuest(stream);
-    });
-    return this.transition;
-  }
-
-  stepDown(theirEpoch: number, reason: string, why = "higher_epoch"): Promise<void> {
-    this.transition = this.transition.then(async () => {
-      const primary = this.role;
-      if (this.stopping || !(primary instanceof PrimaryRole) || primary.name !== "primary") return;
-      // After a handover the states are equal: keep ours and stay a replica (no snapshot).
-      const kept = primary.handedOver();
-      const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
-      const state = primary.stateOnStepDown(kept !== undefined);
-      this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
-      await primary.stop(`stepping down: ${reason}`);
-      await this.arbiter?.resign(); // etcd mode: a standby holds no key
-      this.metrics.demotions.inc({ reason: kept ? "switchover" : why });
-      this.metrics.splitBrainDiscards.inc({ what: "frames" }, discarded.frames);
-      this.metrics.splitBrainDiscards.inc(
-        { what: "acknowledged_frames" },
-        discarded.acknowledgedFrames,
-      );
-      this.metrics.splitBrainDiscards.inc({ what: "sessions" }, discarded.sessions);
-      this.metrics.stateDiscards.inc({ what: "sessions" }, state.sessions);
-      this.metrics.stateDiscards.inc({ what: "contexts" }, state.contexts);
-      this.metrics.stateDiscards.inc({ what: "vram_bytes" }, state.vramBytes);
-      this.metrics.stateDiscards.inc({ what: "entries" }, state.entries);
-      this.log = this.baseLog.child({ role: "standby", epoch: this.currentEpoch });
-      if (kept) {
-        this.log.warn(
-          { seq: kept.lastSeq, theirEpoch },
-          `stepping down after a handover: ${reason}; keeping the replica`,
-        );
-        const standby = new StandbyRole(this.roleDeps());
-        kept.backend.trackMmio = false;
-        standby.receiver.adopt(kept.backend, kept.lastSeq);
-        this.become("standby", "switchover", standby);
-      } else {
-        this.log.error(
-          { seq: primary.log.lastSeq, theirEpoch, discarded, state },
-          `stepping down to standby: ${reason}; discarding this node's state`,
-        );
-        this.become("standby", why);
-      }
-      primary.steppedDown();
-    });
-    return this.transition;
-  }
-
-  /**
-   * Operator: promote this standby — refused while its primary may still hold its lease (it
-   * spoke within a lease: PRIMARY_LEASED) or when the replica is not eligible, unless forced.
-   * Forcing past a live primary makes two primaries; the lower epoch then discards its state.
-   */
-  async manualPromote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
-    const standby = this.role;
-    if (!(standby instanceof StandbyRole)) {
-      throw new OpsRefusal(409, "not a standby", ErrorCode.NOT_STANDBY);
-    }
-    if (!force && !this.arbiter && standby.primaryInSight()) {
-      throw new OpsRefusal(
-        409,
-        `the primary was heard from within the lease (${this.config.lease.durationMs} ms) and may still hold it: not promoting (use switchover on the primary, or force to override)`,
-        ErrorCode.PRIMARY_LEASED,
-      );
-    }
-    const why = standby.ineligibleReason();
-    if (why && !force) {
-      throw new OpsRefusal(
-        409,
-        `${why}: not promoting (force to override)`,
-        ErrorCode.REPLICA_INELIGIBLE,
-      );
-    }
-    let etcdEpoch: number | undefined;
-    if (this.arbiter) {
-      // etcd mode: even forced, a node serves only holding the leader key.
-      const view = await this.arbiter.read();
-      if (view.leader) {
-        const held = `the etcd leader key is held by ${view.leader.nodeId}`;
-        throw new OpsRefusal(409, held, ErrorCode.LEADER_KEY_HELD);
-      }
-      etcdEpoch = Math.max(view.record?.epoch ?? 0, this.currentEpoch) + 1;
-      if (!(await this.arbiter.acquire(view, etcdEpoch, this.config.guest.listen))) {
-        const lost = "another node took the etcd leader key first";
-        throw new OpsRefusal(409, lost, ErrorCode.LEADER_KEY_HELD);
-      }
-    }
-    this.askedBy = caller;
-    await this.promote(force ? "manual_forced" : "manual", force, etcdEpoch);
-    return { role: this.role.name, epoch: this.currentEpoch };
-  }
-
-  /** Operator: hand over to the standby (a switchover); forced, step down even without one. */
-  async manualDemote(force: boolean, caller = "operator"): Promise<Record<string, unknown>> {
-    const primary = this.role;
-    if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "not a primary", ErrorCode.NOT_PRIMARY);
-    }
-    this.askedBy = caller;
-    try {
-      return { ...(await primary.switchover()), role: "standby", epoch: this.currentEpoch };
-    } catch (e) {
-      if (!force) {
-        this.askedBy = undefined;
-        const why = `${(e as Error).message} (force to step down anyway)`;
-        throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), why);
-      }
-      this.askedBy = caller;
-      await this.stepDown(this.currentEpoch, "demoted by an operator", "manual");
-      return { role: this.role.name, epoch: this.currentEpoch, discarded: true };
-    }
-  }
-
-  /** Operator: planned switchover. */
-  async switchover(caller = "operator"): Promise<Record<string, unknown>> {
-    const primary = this.role;
-    if (!(primary instanceof PrimaryRole) || primary.name !== "primary") {
-      throw new OpsRefusal(409, "switchover runs on the primary", ErrorCode.NOT_PRIMARY);
-    }
-    this.askedBy = caller;
-    try {
-      const done = await primary.switchover();
-      this.metrics.switchovers.inc();
-      return { ...done, role: this.role.name, epoch: this.currentEpoch };
-    } catch (e) {
-      this.askedBy = undefined;
-      throw new VgpuError(codeOr(e, ErrorCode.HANDOVER_FAILED), (e as Error).message);
-    }
-  }
-
-  // ---- maintenance mode (vgpuctl pause / resume) ----
+  // ---- maintenance mode (vgpuctl pause / resume: state/maintenance-mode.ts) ----
 
   /** While paused, a standby does not take over on its own (switchover and promote still work). */
   maintenancePaused(): boolean {
-    return this.maintenance !== undefined;
-  }
-
-  /**
-   * Operator: pause automatic failover. On the primary; a standby accepts it only while no
-   * primary is in sight (otherwise the primary's heartbeats would undo it at once).
-   */
-  async pause(caller: string): Promise<Record<string, unknown>> {
-    this.refuseOnFollowingStandby("pause");
-    this.setMaintenance({ sinceMs: Date.now(), by: caller });
-    return this.maintenanceView();
-  }
-
-  async resume(caller: string): Promise<Record<string, unknown>> {
-    this.refuseOnFollowingStandby("resume");
-    if (this.maintenance)
-      this.log.warn({ by: caller }, "maintenance mode ended: automatic failover on");
-    this.setMaintenance(undefined);
-    return this.maintenanceView();
+    return this.maintenance.paused();
   }
 
   /** A standby follows its primary's flag, carried on every heartbeat. */
   adoptMaintenance(paused: boolean): void {
-    if (paused === this.maintenancePaused()) return;
-    this.setMaintenance(paused ? { sinceMs: Date.now(), by: "primary" } : undefined);
-  }
-
-  private refuseOnFollowingStandby(what: string): void {
-    const standby = this.role;
-    if (standby instanceof StandbyRole && standby.primaryInSight()) {
-      throw new OpsRefusal(
-        409,
-        `${what} the primary: it replicates maintenance mode to this standby`,
-        ErrorCode.NOT_PRIMARY,
-      );
-    }
-  }
-
-  private setMaintenance(m: Maintenance | undefined): void {
-    if (m && this.maintenance) return; // already paused: keep when and by whom
-    this.maintenanceStore.write(m);
-    this.maintenance = m;
-    if (m) this.log.warn({ by: m.by }, "maintenance mode: no automatic failover until resumed");
-  }
-
-  private maintenanceView() {
-    const m = this.maintenance;
-    return m
-      ? {
-          paused: true,
-          since: new Date(m.sinceMs).toISOString(),
-          pausedSeconds: Math.max(0, (Date.now() - m.sinceMs) / 1000),
-          by: m.by,
-          alertAfterSeconds: this.config.ops.maintenanceAlertAfterMs / 1000,
-        }
-      : { paused: false };
-  }
-
-  // ---- reinit ----
-
-  /**
-   * Operator: this standby drops its replica and takes a fresh snapshot from its primary.
-   * Refused on a primary, and while no primary is in sight (the replica may be the only copy)
-   * unless forced.
-   */
-  async reinit(force: boolean, caller: string): Promise<Record<string, unknown>> {
-    const standby = this.role;
-    if (!(standby instanceof StandbyRole)) {
-      throw new OpsRefusal(409, "reinit runs on a standby", ErrorCode.NOT_STANDBY);
-    }
-    if (!standby.primaryInSight() && !force) {
-      throw new OpsRefusal(
-        409,
-        "no primary in sight to resync from: this replica may be the only copy (force to drop it anyway)",
-        ErrorCode.NO_PRIMARY_IN_SIGHT,
-      );
-    }
-    const dropped = standby.receiver.appliedSeq;
-    this.transition = this.transition.then(async () => {
-      if (this.stopping || this.role !== standby) return;
-      this.log.warn(
-        { seq: dropped, by: caller },
-        "reinit: dropping the replica for a fresh snapshot",
-      );
-      await standby.stop("reinit");
-      this.askedBy = caller;
-      this.become("standby", "reinit");
-    });
-    await this.transition;
-    return { role: this.role.name, epoch: this.currentEpoch, droppedSeq: dropped };
+    this.maintenance.adopt(paused);
   }
 
   /** The snapshot the primary is sending, in bytes, rate and ETA. */
@@ -795,21 +396,13 @@ export class VgpuNode implements Supervisor {
     return snapshot && resyncProgress(snapshot, this.clock.monotonicMs());
   }
 
-  adoptEpoch(epoch: number): void {
-    if (epoch > this.currentEpoch) {
-      this.setEpoch(epoch);
-      this.log = this.baseLog.child({ role: this.role.name, epoch });
-    }
-  }
-
   /** Drains: refuses new frames, ends streams, closes the servers. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    clearInterval(this.primaryWatch);
     this.log.info("node stopping");
-    await this.transition;
-    await this.role.stop("node shutting down");
+    await this.settled(); // role changes already asked for run first
+    await this.driver.stop("node shutting down");
     // A primary gives its key up: its granted standby takes over at once.
     await this.arbiter?.close();
     await this.guestServer?.stop(2000);
@@ -822,17 +415,17 @@ export class VgpuNode implements Supervisor {
   status(): Record<string, unknown> {
     const c = this.role.counts();
     const { config } = this;
-    const last = this.lastChange;
+    const last = this.history.last;
     return {
       nodeId: config.nodeId,
       clusterId: config.clusterId,
-      epoch: this.currentEpoch,
+      epoch: this.epoch(),
       replicationMode: config.role === "standalone" ? null : config.replication.mode,
       tls: {
         replication: config.role !== "standalone" && this.tls !== undefined,
         guest: this.tls ? config.guest.tls : "off",
       },
-      maintenance: this.maintenanceView(),
+      maintenance: this.maintenance.view(),
       lastRoleChange: last
         ? {
             ...last,
@@ -850,48 +443,4 @@ export class VgpuNode implements Supervisor {
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
   }
-}
-
-/** An admin action refused, with the HTTP status to answer and its stable code. */
-export class OpsRefusal extends Error {
-  readonly status: number;
-  /** The catalogue name (errors.ts), e.g. NOT_STANDBY. */
-  readonly code: string | undefined;
-  constructor(status: number, message: string, code?: ErrorCode) {
-    super(message);
-    this.status = status;
-    this.code = code === undefined ? undefined : errorName(code);
-  }
-}
-
-/** A listener that failed to bind says which field: "ops.listen 10.0.0.1:9400: …". */
-async function bound<T>(field: string, address: string, binding: Promise<T>): Promise<T> {
-  try {
-    return await binding;
-  } catch (e) {
-    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-    throw new Error(`${field} ${address}: cannot bind: ${why}`, { cause: e });
-  }
-}
-
-export function splitHostPort(address: string): [string, number] {
-  const i = address.lastIndexOf(":");
-  const host = address.slice(0, i).replace(/^\[(.*)\]$/, "$1");
-  return [host, Number(address.slice(i + 1))];
-}
-
-/** What a probed peer holds, for the etcd acquisition rule. */
-function holdingOf(peer: PeerView): Holding {
-  if (peer.role === "primary") return "primary-state";
-  if (peer.replica) return "granted-replica";
-  return peer.appliedSeq > 0 ? "replica" : "nothing";
-}
-
-/** Test-only: holds the event loop (and this thread) for `ms`, as a long synchronous task would. */
-function busyWait(ms: number): Record<string, unknown> {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // spin
-  }
-  return { stalledMs: ms };
 }

@@ -11,7 +11,6 @@ import {
   helloRefusal,
   type IdentityRefusal,
   type Link,
-  type Logger,
   NO_HELLO,
   type NodeVersion,
   type PeerIdentityRule,
@@ -20,6 +19,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
+import type { LinkLogger } from "./ports.js";
 
 /** Why a stream was refused: not our peer (peer-identity.ts), or our peer at an older epoch. */
 export type StreamRefusal =
@@ -30,7 +30,7 @@ export type ReplicationCall = grpc.ServerDuplexStream<wire.PrimaryMessage, wire.
 
 export class StandbyLink {
   private readonly receiver: Receiver;
-  private readonly logger: Logger;
+  private readonly logger: LinkLogger;
   private readonly onStep: (message: PrimaryMessage) => void;
   private readonly now: () => number;
   private readonly identity: PeerIdentityRule;
@@ -51,7 +51,7 @@ export class StandbyLink {
 
   constructor(deps: {
     receiver: Receiver;
-    logger: Logger;
+    logger: LinkLogger;
     onStep: (message: PrimaryMessage) => void;
     now: () => number;
     /** Who may be this standby's primary: its configured peer (peer.name) of its cluster. */
@@ -116,7 +116,7 @@ export class StandbyLink {
           return;
         }
         if (this.link) {
-          logger.warn("a new primary stream replaces the current one");
+          logger.warn({}, "a new primary stream replaces the current one");
           this.link.close("replaced by a newer stream");
         }
         this.link = link;

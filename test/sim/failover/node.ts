@@ -1,35 +1,29 @@
-// One node of the pair as the simulator runs it: a mirror of the supervisor in
-// packages/daemon/src/node.ts over a simulated process. It owns the epoch file (which survives
-// a crash; everything else is lost), starts by probing its peer and deciding its role with
-// initialRole, promotes its standby (promotionEpoch, persisted before it serves), steps its
-// primary down on a higher epoch (stepDownEpoch; discardedOnStepDown: its state kept after a
-// handover, else thrown away), and adopts higher epochs its standby sees. Role changes run
-// as microtasks after the callback that asked for them, as on the daemon's promise chain.
+// One node of the pair as the simulator runs it: the shipped NodeDriver (packages/common
+// node-driver.ts, over the pure NodeMachine) on a simulated process. The epoch file survives a
+// crash (everything else is lost); the driver probes the peer at start and decides the role,
+// promotes its standby (persisted before it serves), steps its primary down on a higher
+// epoch, and adopts higher epochs its standby sees. Role changes run as microtasks after the
+// callback that asked for them, as they do in the daemon.
 import {
-  discardedOnStepDown,
-  type Holding,
-  initialRole,
-  mayAcquire,
+  NodeDriver,
+  type NodeNote,
   type PairRole,
   type PeerProbe,
   type PrimaryMessage,
-  promotionEpoch,
   type StandbyMessage,
-  standbyWithoutPrimary,
-  stepDownEpoch,
   type wire,
 } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
-import { SimArbiter, type SimEtcd } from "./etcd.js";
+import { type EtcdView, SimArbiter, type SimEtcd } from "./etcd.js";
 import type { Lineages } from "./lineage.js";
 import { type End, guestLink, type Network, type NodeHost } from "./net.js";
 import { type FailoverParams, type NodeName, peerOf } from "./params.js";
-import { SimPrimary } from "./primary-host.js";
+import { SimPrimary, type Takeover } from "./primary-host.js";
 import { SimProcess } from "./process.js";
 import type { SimRoleDeps, SimSupervisor } from "./roles.js";
-import { SimStandby } from "./standby.js";
+import { describeStandby, endLink, type SimStandby, simStandby } from "./standby-ports.js";
 import type { FailoverStats } from "./stats.js";
 import type { World } from "./world.js";
 import { SimFailure } from "./world.js";
@@ -38,6 +32,21 @@ import { SimFailure } from "./world.js";
 const DIAL_TIMEOUT_MS = 20_000;
 
 type ProbeAnswer = PeerProbe & { readonly nodeId: NodeName };
+
+/** The primary mirror as the node driver's primary role (until the shipped one lands). */
+class NodePrimaryRole extends SimPrimary {
+  serveGuest(stream: End<wire.NodeMessage, wire.GuestMessage>): void {
+    this.guests.serve(guestLink(stream));
+  }
+}
+
+type SimNodeDriver = NodeDriver<
+  End<wire.NodeMessage, wire.GuestMessage>,
+  Takeover,
+  EtcdView,
+  NodePrimaryRole,
+  SimStandby
+>;
 
 export interface NodeEnv {
   readonly world: World;
@@ -62,10 +71,8 @@ export class SimNode implements SimSupervisor, NodeHost {
   proc: SimProcess | undefined;
   /** etcd mode: this process's etcd client (the leader key, the record). */
   arbiter: SimArbiter | undefined;
-  role: SimPrimary | SimStandby | undefined;
-  /** The role was decided (the placeholder standby is gone). */
-  decided = false;
-  private currentEpoch = 0;
+  /** The shipped node driver of the running process. */
+  driver: SimNodeDriver | undefined;
   private incarnation = 0;
   private readonly env: NodeEnv;
 
@@ -80,16 +87,120 @@ export class SimNode implements SimSupervisor, NodeHost {
     return this.proc?.alive ? this.proc : undefined;
   }
 
+  get role(): SimPrimary | SimStandby | undefined {
+    return this.driver?.current.role;
+  }
+
+  /** The role was decided (the placeholder standby is gone). */
+  get decided(): boolean {
+    return this.driver !== undefined && this.driver.current.kind !== "starting";
+  }
+
   epoch(): number {
-    return this.currentEpoch;
+    return this.driver?.epoch() ?? 0;
   }
 
   get primary(): SimPrimary | undefined {
-    return this.role instanceof SimPrimary ? this.role : undefined;
+    return this.driver?.primary;
   }
 
   get standby(): SimStandby | undefined {
-    return this.role instanceof SimStandby && this.decided ? this.role : undefined;
+    return this.driver?.standby;
+  }
+
+  // ---- process lifecycle ----
+
+  /** A new process starts: reads its epoch, probes its peer, takes the role that follows. */
+  boot(): void {
+    if (this.proc?.alive) return;
+    const { env } = this;
+    this.incarnation++;
+    const proc = new SimProcess(
+      env.world,
+      `${this.name}${this.incarnation}`,
+      this.incarnation,
+      { rate: env.params.clockRate[this.name], jitterMs: env.params.timerJitterMs },
+      env.rng.fork(this.incarnation * 2 + (this.name === "a" ? 0 : 1)),
+    );
+    this.proc = proc;
+    const arbiter = env.etcd
+      ? new SimArbiter(env.etcd, proc, this.name, env.params.lease)
+      : undefined;
+    this.arbiter = arbiter;
+    const mode = env.etcd ? "etcd" : "peer";
+    const options = {
+      mode,
+      configured: this.configured,
+      nodeId: this.name,
+      leaseMs: env.params.lease.leaseMs,
+    } as const;
+    const driver: SimNodeDriver = new NodeDriver(options, {
+      persist: (epoch) => {
+        env.checker.epochPersisted(this.name, this.persistedEpoch, epoch);
+        this.persistedEpoch = epoch;
+      },
+      probePeer: (done) => this.probePeer(proc, done),
+      etcd: arbiter,
+      roles: {
+        primary: (takeover) => new NodePrimaryRole(this.deps(proc), takeover),
+        standalone: () => {
+          throw new SimFailure("the simulated pair has no standalone node");
+        },
+        standby: (kept) => {
+          const standby = simStandby(this.deps(proc));
+          if (kept) {
+            kept.backend.trackMmio = false;
+            standby.adopt(kept.backend, kept.lastSeq);
+          }
+          return standby;
+        },
+      },
+      timers: proc,
+      defer: (fn) => proc.defer(fn),
+      observer: {
+        note: (n) => this.noted(n),
+        steppingDown: (primary, s) => {
+          this.env.checker.steppedDown(primary, s.discarded, s.kept);
+          if (s.kept) this.env.stats.stepDownsKeeping++;
+          else this.env.stats.stepDownsDiscarding++;
+        },
+        became: (c) => this.env.note(`${this.name} now ${c.kind} at epoch ${driver.epoch()}`),
+      },
+      maintenancePaused: () => false,
+      adoptMaintenance: () => undefined,
+    });
+    this.driver = driver;
+    proc.run(() => driver.start(this.persistedEpoch));
+  }
+
+  private noted(n: NodeNote): void {
+    const { stats } = this.env;
+    switch (n.kind) {
+      case "coldStart":
+        stats.coldStarts++;
+        return;
+      case "rejoin":
+        stats.rejoinsAsStandby++;
+        return;
+      case "watchProbe":
+        stats.watchProbes++;
+        return;
+      case "recoveryTakeover":
+        stats.recoveryTakeovers++;
+        return;
+      case "recoveryStart":
+        stats.recoveryStarts++;
+        return;
+      case "promoting":
+        if (n.reason === "lease_expired") stats.promotions++;
+        if (n.reason !== "switchover" || this.arbiter) {
+          this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);
+        }
+        stats.promotionEpochMax = Math.max(stats.promotionEpochMax, n.epoch);
+        return;
+      default:
+        return;
+    }
   }
 
   private deps(proc: SimProcess): SimRoleDeps {
@@ -112,81 +223,6 @@ export class SimNode implements SimSupervisor, NodeHost {
       probePeer: (done) => this.probePeer(proc, done),
       note: env.note,
     };
-  }
-
-  private setEpoch(epoch: number): void {
-    this.env.checker.epochPersisted(this.name, this.persistedEpoch, epoch);
-    this.persistedEpoch = epoch;
-    this.currentEpoch = epoch;
-  }
-
-  // ---- process lifecycle ----
-
-  /** A new process starts: reads its epoch, probes its peer, takes the role that follows. */
-  boot(): void {
-    if (this.proc?.alive) return;
-    const { env } = this;
-    this.incarnation++;
-    const proc = new SimProcess(
-      env.world,
-      `${this.name}${this.incarnation}`,
-      this.incarnation,
-      { rate: env.params.clockRate[this.name], jitterMs: env.params.timerJitterMs },
-      env.rng.fork(this.incarnation * 2 + (this.name === "a" ? 0 : 1)),
-    );
-    this.proc = proc;
-    this.decided = false;
-    this.currentEpoch = 0;
-    this.arbiter = env.etcd
-      ? new SimArbiter(env.etcd, proc, this.name, env.params.lease)
-      : undefined;
-    // Until the role is decided, a standby that serves nobody (VgpuNode's constructor).
-    this.role = new SimStandby(this.deps(proc));
-    proc.run(() => {
-      this.currentEpoch = this.persistedEpoch;
-      if (this.arbiter) this.decideEtcdRole(proc, this.arbiter);
-      else this.probePeer(proc, (peer) => this.decide(proc, peer));
-    });
-  }
-
-  /** VgpuNode.decideEtcdRole: primary only by taking the leader key (mayAcquire). */
-  private decideEtcdRole(proc: SimProcess, arbiter: SimArbiter): void {
-    const standby = () => this.settle(proc, "standby");
-    arbiter.read((error, view) => {
-      if (error || view === undefined) return standby();
-      if (view.leader) {
-        if (view.leader.epoch > this.currentEpoch) this.setEpoch(view.leader.epoch);
-        return standby();
-      }
-      this.probePeer(proc, (peer) => {
-        const decision = mayAcquire({
-          me: this.name,
-          configuredPrimary: this.configured === "primary",
-          leaderPresent: false,
-          record: view.record,
-          mine: "nothing",
-          peer: peer && { nodeId: peer.nodeId, holds: holdingOf(peer) },
-          localEpoch: this.currentEpoch,
-        });
-        if (!decision.acquire) return standby();
-        arbiter.acquire(view, decision.epoch, (acquireError, acquired) => {
-          if (acquireError || !acquired) return standby();
-          this.setEpoch(decision.epoch);
-          this.settle(proc, "primary");
-        });
-      });
-    });
-  }
-
-  /** etcd mode: the decided role replaces the placeholder (peer mode goes through decide). */
-  private settle(proc: SimProcess, role: PairRole): void {
-    if (this.proc !== proc || this.decided) return;
-    this.role!.stop("role decided");
-    this.decided = true;
-    if (role === "primary") this.env.stats.coldStarts++;
-    this.become(
-      role === "primary" ? new SimPrimary(this.deps(proc)) : new SimStandby(this.deps(proc)),
-    );
   }
 
   probePeer(proc: SimProcess, done: (peer: ProbeAnswer | undefined) => void): void {
@@ -216,63 +252,10 @@ export class SimNode implements SimSupervisor, NodeHost {
     return {
       nodeId: this.name,
       role: p.role,
-      epoch: this.currentEpoch,
+      epoch: this.epoch(),
       replica: p.replica,
       appliedSeq: p.appliedSeq,
     };
-  }
-
-  private decide(proc: SimProcess, peer: PeerProbe | undefined): void {
-    if (this.proc !== proc) return;
-    const decided = initialRole(this.configured, this.currentEpoch, peer);
-    if (decided.epoch !== this.currentEpoch) this.setEpoch(decided.epoch);
-    this.role!.stop("role decided");
-    this.decided = true;
-    if (decided.role === "primary") this.env.stats.coldStarts++;
-    else if (peer?.role === "primary") this.env.stats.rejoinsAsStandby++;
-    this.become(
-      decided.role === "primary"
-        ? new SimPrimary(this.deps(proc))
-        : new SimStandby(this.deps(proc)),
-    );
-    // Peer mode only: etcd mode leaves this to the leader key.
-    const everyMs = Math.max(1000, this.env.params.lease.leaseMs * 2);
-    proc.setInterval(everyMs, () => proc.defer(() => this.watchForPrimary(proc)));
-  }
-
-  /** VgpuNode.watchForPrimary: a standby with no primary in sight asks its peer. */
-  private watchForPrimary(proc: SimProcess): void {
-    const standby = this.role;
-    if (!(standby instanceof SimStandby) || standby.primaryInSight()) return;
-    this.env.stats.watchProbes++;
-    this.probePeer(proc, (peer) => {
-      if (this.role !== standby || standby.primaryInSight()) return;
-      const decided = standbyWithoutPrimary(
-        {
-          configured: this.configured,
-          epoch: this.currentEpoch,
-          holdsReplica: standby.holdsReplica,
-        },
-        peer,
-      );
-      if (decided.action === "wait") return;
-      if (decided.action === "takeOver") {
-        this.env.stats.recoveryTakeovers++;
-        this.adoptEpoch(decided.epoch - 1);
-        this.promote("recovery", true);
-        return;
-      }
-      this.env.stats.recoveryStarts++;
-      this.setEpoch(decided.epoch);
-      standby.stop("starting the pair");
-      this.become(new SimPrimary(this.deps(proc)));
-    });
-  }
-
-  private become(role: SimPrimary | SimStandby): void {
-    this.role = role;
-    role.start();
-    this.env.note(`${this.name} now ${role.name} at epoch ${this.currentEpoch}`);
   }
 
   crash(): void {
@@ -283,10 +266,10 @@ export class SimNode implements SimSupervisor, NodeHost {
     const held = [this.primary?.backend, this.standby?.receiver.backend].filter(
       (b): b is NonNullable<typeof b> => b !== undefined,
     );
-    this.env.checker.crashed(this.name, this.currentEpoch, held, this.primary);
+    this.env.checker.crashed(this.name, this.epoch(), held, this.primary);
     proc.kill();
     this.env.net.killed(proc);
-    this.role = undefined;
+    this.driver = undefined;
     this.env.note(`${this.name} crashed`);
   }
 
@@ -298,59 +281,18 @@ export class SimNode implements SimSupervisor, NodeHost {
     this.proc?.resume(timersFirst);
   }
 
-  // ---- the Supervisor interface ----
+  // ---- the Supervisor the roles see: the driver's ----
 
   promote(reason: string, force = false, etcdEpoch?: number): void {
-    const proc = this.proc!;
-    proc.defer(() => {
-      const standby = this.role;
-      if (!(standby instanceof SimStandby) || !this.decided) return;
-      const takeover = standby.takeover(force);
-      if (!takeover) return;
-      const epoch = etcdEpoch ?? promotionEpoch(this.currentEpoch, standby.receiver.epoch);
-      this.setEpoch(epoch); // persisted before serving as primary
-      standby.stop("promoted");
-      if (reason === "lease_expired") this.env.stats.promotions++;
-      if (reason !== "switchover" || this.arbiter) {
-        this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);
-      }
-      this.env.stats.promotionEpochMax = Math.max(this.env.stats.promotionEpochMax, epoch);
-      const primary = new SimPrimary(this.deps(proc), takeover);
-      this.become(primary);
-      // Guests that arrived while it promoted waited for this role.
-      for (const stream of standby.takeParked()) {
-        this.watchSends(stream);
-        primary.guests.serve(guestLink(stream));
-      }
-    });
+    this.driver?.promote(reason, force, etcdEpoch);
   }
 
   stepDown(theirEpoch: number, reason: string): void {
-    const proc = this.proc!;
-    proc.defer(() => {
-      const primary = this.role;
-      if (!(primary instanceof SimPrimary)) return;
-      const kept = primary.handedOver();
-      const discarded = discardedOnStepDown(kept !== undefined, primary.soloWork());
-      this.setEpoch(stepDownEpoch(this.currentEpoch, theirEpoch));
-      primary.stop(`stepping down: ${reason}`);
-      this.arbiter?.resign(); // etcd mode: a standby holds no key
-      this.env.checker.steppedDown(primary, discarded, kept !== undefined);
-      const standby = new SimStandby(this.deps(proc));
-      if (kept) {
-        this.env.stats.stepDownsKeeping++;
-        kept.backend.trackMmio = false;
-        standby.receiver.adopt(kept.backend, kept.lastSeq);
-      } else {
-        this.env.stats.stepDownsDiscarding++;
-      }
-      this.become(standby);
-      primary.steppedDown();
-    });
+    this.driver?.stepDown(theirEpoch, reason);
   }
 
   adoptEpoch(epoch: number): void {
-    if (epoch > this.currentEpoch) this.setEpoch(epoch);
+    this.driver?.adoptEpoch(epoch);
   }
 
   // ---- streams handed to the role ----
@@ -373,7 +315,8 @@ export class SimNode implements SimSupervisor, NodeHost {
     // A standby answers with a new primary's epoch before it persists it (harmless: it does
     // not serve on it); what a primary sends is checked.
     if (role instanceof SimPrimary) this.watchSends(server);
-    role.acceptReplication(server);
+    if (role instanceof SimPrimary) role.acceptReplication(server);
+    else role.acceptLink(endLink(server));
   }
 
   serveGuest(server: End<wire.NodeMessage, wire.GuestMessage>): void {
@@ -405,7 +348,14 @@ export class SimNode implements SimSupervisor, NodeHost {
 
   describe(): string {
     const state = this.proc?.alive ? this.proc.state : "down";
-    const role = this.role === undefined ? "-" : this.decided ? this.role.describe() : "starting";
+    const role =
+      this.role === undefined
+        ? "-"
+        : !this.decided
+          ? "starting"
+          : this.role instanceof SimPrimary
+            ? this.role.describe()
+            : describeStandby(this.role);
     return `${this.name}[${state} e${this.persistedEpoch} ${role}]`;
   }
 }
@@ -416,11 +366,4 @@ function epochOf(m: unknown): number | undefined {
   if (epoch !== undefined) return epoch;
   const value = (m as { kind?: { value?: { epoch?: unknown } } }).kind?.value?.epoch;
   return typeof value === "bigint" ? Number(value) : undefined;
-}
-
-/** What a probed peer holds, for the etcd acquisition rule (node.ts holdingOf). */
-export function holdingOf(peer: PeerProbe): Holding {
-  if (peer.role === "primary") return "primary-state";
-  if (peer.replica) return "granted-replica";
-  return peer.appliedSeq > 0 ? "replica" : "nothing";
 }

@@ -13,6 +13,7 @@ import {
   encodeLeader,
   encodeRecord,
   etcdLeaseEndMs,
+  holdingOf,
   leaderKey,
   mayAcquire,
   recordKey,
@@ -189,5 +190,32 @@ describe("keys and values", () => {
       expect(decodeRecord(bad)).toBeUndefined();
     }
     expect(decodeLeader('{"nodeId":1}')).toBeUndefined();
+  });
+});
+
+describe("holdingOf", () => {
+  it("reads a probe: a primary holds its state, a standby a granted replica, an ungranted one or nothing", () => {
+    const standby = { role: "standby" as const, replica: false, appliedSeq: 0 };
+    expect(holdingOf({ ...standby, role: "primary" })).toBe("primary-state");
+    expect(holdingOf({ ...standby, replica: true, appliedSeq: 9 })).toBe("granted-replica");
+    expect(holdingOf({ ...standby, appliedSeq: 9 })).toBe("replica");
+    expect(holdingOf(standby)).toBe("nothing");
+  });
+
+  it("a peer's ungranted replica keeps the configured primary from starting afresh", () => {
+    const view = (peerAppliedSeq: number): AcquireView => ({
+      me: "a",
+      configuredPrimary: true,
+      leaderPresent: false,
+      record: { epoch: 1, primary: "a", replica: "" },
+      mine: "nothing",
+      peer: {
+        nodeId: "b",
+        holds: holdingOf({ role: "standby", replica: false, appliedSeq: peerAppliedSeq }),
+      },
+      localEpoch: 1,
+    });
+    expect(mayAcquire(view(7)).acquire).toBe(false);
+    expect(mayAcquire(view(0)).acquire).toBe(true);
   });
 });

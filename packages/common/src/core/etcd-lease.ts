@@ -82,6 +82,17 @@ export type Holding =
   /** Nothing: no state (a restarted node), or none complete. */
   | "nothing";
 
+/** What a probed peer holds (its Probe answer), for the acquisition rule. */
+export function holdingOf(peer: {
+  readonly role: "primary" | "standby";
+  readonly replica: boolean;
+  readonly appliedSeq: number;
+}): Holding {
+  if (peer.role === "primary") return "primary-state";
+  if (peer.replica) return "granted-replica";
+  return peer.appliedSeq > 0 ? "replica" : "nothing";
+}
+
 const holdsReplica = (h: Holding | undefined) => h === "granted-replica" || h === "replica";
 
 export interface AcquireView {

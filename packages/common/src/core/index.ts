@@ -12,6 +12,7 @@ export * from "./lease.js";
 export * from "./lease-channel.js";
 export * from "./log.js";
 export * from "./messages.js";
+export * from "./node-machine.js";
 export * from "./peer-identity.js";
 export * from "./peer-version.js";
 export * from "./ports.js";

@@ -46,8 +46,11 @@ export interface Supervisor {
   stepDown(theirEpoch: number, reason: string): void;
   /** A standby that saw a higher epoch from its primary: persist it. */
   adoptEpoch(epoch: number): void;
-  /** Asks the peer what it is and holds (undefined when it does not answer). */
-  probePeer(): Promise<PeerView | undefined>;
+  /**
+   * Asks the peer what it is and holds; `done` gets undefined when it does not answer. A
+   * callback, not a Promise: the simulator runs it in simulated time.
+   */
+  probePeer(done: (peer: PeerView | undefined) => void): void;
   /** Maintenance mode (vgpuctl pause): no automatic takeover; the primary's heartbeats carry it. */
   maintenancePaused(): boolean;
   /** A standby: the maintenance flag its primary's heartbeat carried. */

@@ -3,7 +3,7 @@
 // problem naming the field. (At start the node binds them for real; this finds it earlier.)
 import { createServer } from "node:net";
 import { type Config, ConfigError } from "@vgpu-ha/common";
-import { splitHostPort } from "../node.js";
+import { splitHostPort } from "../node-helpers.js";
 
 const WHY: Record<string, string> = {
   EADDRINUSE: "in use on this host",

@@ -1,0 +1,304 @@
+// The standby's decisions as a pure machine (etcd raft's RawNode: inputs in, actions out; the
+// driver does the I/O). It watches the primary's lease, says when an eligible replica takes
+// over, parks arriving guests while a promotion is under way, and in etcd mode takes over only
+// by acquiring the leader key: a read, maybe a probe of the peer, then the acquisition, each
+// a request out and an answer in. An answer to no request under way (a late one) is ignored.
+// No timers, no sockets, no awaits: the driver (standby-driver.ts) arms the timers and makes
+// the requests the actions name.
+import {
+  type AcquireDecision,
+  type ClusterRecord,
+  type Holding,
+  holdingOf,
+  type LeaseTerms,
+  mayAcquire,
+  type PeerView,
+  watchStandbyLease,
+} from "@vgpu-ha/common/core";
+
+/** How long arriving guests wait for a promotion before they are refused. */
+export const PARK_MS = 2000;
+/** etcd mode: how often a standby whose primary handed over looks for the freed key. */
+export const HANDOVER_POLL_MS = 10;
+
+export interface StandbyMachineOptions {
+  readonly nodeId: string;
+  /** This node is configured `role: primary` (it starts the pair when no state survives). */
+  readonly configuredPrimary: boolean;
+  readonly lease: LeaseTerms;
+  /** etcd mode: how often the leader key is read; undefined in peer mode. */
+  readonly etcdPollMs: number | undefined;
+}
+
+/** What the machine needs to know of the replica and the node at each input. */
+export interface StandbyFacts {
+  /** The replica holds its primary's sync grant (it may take over). */
+  readonly eligible: boolean;
+  /** A replica with something in it, granted or not (StandbyDriver.holdsReplica). */
+  readonly holdsReplica: boolean;
+  /** Maintenance mode: no automatic takeover. */
+  readonly maintenancePaused: boolean;
+  /** The node's persisted epoch. */
+  readonly epoch: number;
+}
+
+/** Something the observer is told (a log line in the daemon, a count in the simulator). */
+export type StandbyNote =
+  /** This process was stopped since the last look: the lease is judged from the wake-up. */
+  | { readonly kind: "woke" }
+  /** The primary's lease expired and this replica may not take over (once per expiry). */
+  | { readonly kind: "ineligible" }
+  /** The lease expired in maintenance mode: no takeover (once per expiry). */
+  | { readonly kind: "paused" }
+  /** etcd mode: the key is free; what the rule decided (when it changed). */
+  | { readonly kind: "etcdDecision"; readonly decision: AcquireDecision }
+  | { readonly kind: "etcdKeyAcquired"; readonly epoch: number };
+
+/**
+ * What the driver does, in order. `promote` asks the node to take over: the node persists the
+ * new epoch before it serves (Supervisor.promote).
+ */
+export type StandbyAction =
+  | {
+      readonly kind: "promote";
+      readonly reason: "lease_expired" | "switchover" | "etcd_key_acquired";
+      readonly force: boolean;
+      /** etcd mode: the record's new epoch, written with the key. */
+      readonly epoch?: number;
+    }
+  /** Park arriving guests for `ms` (re-arms the timer); then call parkExpired(). */
+  | { readonly kind: "park"; readonly ms: number }
+  | { readonly kind: "etcdRead" }
+  /** Ask the peer what it holds; answer with peerProbed(). */
+  | { readonly kind: "probePeer" }
+  /** Take the key with the record's new epoch, conditioned on the view last read. */
+  | { readonly kind: "etcdAcquire"; readonly epoch: number }
+  | { readonly kind: "note"; readonly note: StandbyNote };
+
+/** The standby's etcd view, for status. */
+export interface EtcdStatus {
+  readonly leader: string | null;
+  readonly decision: string;
+  readonly error?: string;
+}
+
+/** What the leader key and the record say (EtcdView, whatever transport read it). */
+export interface EtcdReading {
+  readonly leader: { readonly nodeId: string; readonly epoch: number } | undefined;
+  readonly record: ClusterRecord | undefined;
+}
+
+type EtcdPhase =
+  | { readonly phase: "idle" }
+  | { readonly phase: "reading" }
+  | { readonly phase: "probing"; readonly record: ClusterRecord | undefined }
+  | { readonly phase: "acquiring"; readonly epoch: number };
+
+const IDLE: EtcdPhase = { phase: "idle" };
+
+export class StandbyMachine {
+  private readonly options: StandbyMachineOptions;
+  private lastWatchMs: number | undefined;
+  /** The primary's last message as the lease watch counts it (undefined: none yet). */
+  heardMs: number | undefined;
+  private promoting = false;
+  private stopped = false;
+  private ineligibleNoted = false;
+  private pausedNoted = false;
+  private parkingNow = false;
+  private etcd: EtcdPhase = IDLE;
+  private etcdLastMs = Number.NEGATIVE_INFINITY;
+  /** etcd mode: the primary handed over; take the key as soon as it gives it up. */
+  private handoverPending = false;
+  /** etcd mode: what the last look found, for status. */
+  etcdStatus: EtcdStatus | undefined;
+
+  constructor(options: StandbyMachineOptions) {
+    this.options = options;
+  }
+
+  get parking(): boolean {
+    return this.parkingNow && !this.stopped;
+  }
+
+  /** One look of the lease watch, `heardMs` the primary's newest message (stream or channel). */
+  tick(nowMs: number, heardMs: number | undefined, facts: StandbyFacts): StandbyAction[] {
+    const { watch, verdict } = watchStandbyLease(
+      { lastWatchMs: this.lastWatchMs, lastMessageMs: heardMs },
+      nowMs,
+      this.options.lease,
+      facts.eligible,
+    );
+    this.lastWatchMs = watch.lastWatchMs;
+    this.heardMs = watch.lastMessageMs;
+    if (verdict === "woke") return [note({ kind: "woke" })];
+    if (this.options.etcdPollMs !== undefined) return this.pollEtcd(nowMs, this.options.etcdPollMs);
+    if (verdict === "no-primary" || this.promoting) return [];
+    if (verdict === "live") {
+      this.ineligibleNoted = false;
+      return [];
+    }
+    if (verdict === "ineligible") return this.once("ineligibleNoted", { kind: "ineligible" });
+    if (facts.maintenancePaused) return this.once("pausedNoted", { kind: "paused" });
+    this.pausedNoted = false;
+    return this.promote("lease_expired", false);
+  }
+
+  /** The primary handed over (the receiver's handover event). */
+  handover(): StandbyAction[] {
+    const park = this.park();
+    if (this.options.etcdPollMs !== undefined) {
+      this.handoverPending = true; // promote once the key is ours
+      return park;
+    }
+    if (this.promoting) return park; // asked already: the node promotes once
+    this.promoting = true;
+    return [...park, { kind: "promote", reason: "switchover", force: false }];
+  }
+
+  /** A guest arrives: it waits for the promotion under way, or is refused. */
+  guestArrives(): "park" | "refuse" {
+    return this.parking ? "park" : "refuse";
+  }
+
+  /** The park timer fired: the guests parked are refused. */
+  parkExpired(): void {
+    this.parkingNow = false;
+  }
+
+  /** The role stops; true when the parked guests are to be refused (not a promotion). */
+  stop(reason: string): boolean {
+    this.stopped = true;
+    return reason !== "promoted";
+  }
+
+  // ---- etcd mode ----
+
+  /** The answer to etcdRead (error: etcd did not answer). */
+  etcdRead(reading: EtcdReading | Error, facts: StandbyFacts): StandbyAction[] {
+    if (this.etcd.phase !== "reading") return [];
+    if (reading instanceof Error) return this.unreachable(reading);
+    if (reading.leader) {
+      this.etcdStatus = { leader: reading.leader.nodeId, decision: "the leader key is held" };
+      this.etcd = IDLE;
+      return [];
+    }
+    const decision = this.decide(reading.record, facts, undefined);
+    if (decision.acquire) return this.decided(decision, facts);
+    // Whether the peer holds the state decides between waiting and starting afresh.
+    this.etcd = { phase: "probing", record: reading.record };
+    return [{ kind: "probePeer" }];
+  }
+
+  /** The answer to probePeer (undefined: the peer did not answer). */
+  peerProbed(peer: PeerView | undefined, facts: StandbyFacts): StandbyAction[] {
+    if (this.etcd.phase !== "probing") return [];
+    const holds = peer && { nodeId: peer.nodeId, holds: holdingOf(peer) };
+    return this.decided(this.decide(this.etcd.record, facts, holds), facts);
+  }
+
+  /** The answer to etcdAcquire: whether the key is ours (error: etcd did not answer). */
+  etcdAcquired(acquired: boolean | Error, facts: StandbyFacts): StandbyAction[] {
+    if (this.etcd.phase !== "acquiring") return [];
+    const { epoch } = this.etcd;
+    if (acquired instanceof Error) return this.unreachable(acquired);
+    this.etcd = IDLE;
+    if (!acquired) return [];
+    // A key taken is used even by a stopped role: the node promotes whichever standby it runs.
+    const reason = this.handoverPending ? "switchover" : "etcd_key_acquired";
+    return [
+      note({ kind: "etcdKeyAcquired", epoch }),
+      ...this.promote(reason, !facts.eligible, epoch),
+    ];
+  }
+
+  private pollEtcd(nowMs: number, pollMs: number): StandbyAction[] {
+    if (this.promoting || this.etcd.phase !== "idle" || this.stopped) return [];
+    const everyMs = this.handoverPending ? HANDOVER_POLL_MS : pollMs;
+    if (nowMs - this.etcdLastMs < everyMs) return [];
+    this.etcdLastMs = nowMs;
+    this.etcd = { phase: "reading" };
+    return [{ kind: "etcdRead" }];
+  }
+
+  private decide(
+    record: ClusterRecord | undefined,
+    facts: StandbyFacts,
+    peer: { readonly nodeId: string; readonly holds: Holding } | undefined,
+  ): AcquireDecision {
+    const mine: Holding = facts.eligible
+      ? "granted-replica"
+      : facts.holdsReplica
+        ? "replica"
+        : "nothing";
+    return mayAcquire({
+      me: this.options.nodeId,
+      configuredPrimary: this.options.configuredPrimary,
+      leaderPresent: false,
+      record,
+      mine,
+      peer,
+      localEpoch: facts.epoch,
+    });
+  }
+
+  private decided(decision: AcquireDecision, facts: StandbyFacts): StandbyAction[] {
+    const out: StandbyAction[] = [];
+    if (this.etcdStatus?.decision !== decision.reason) {
+      out.push(note({ kind: "etcdDecision", decision }));
+    }
+    this.etcdStatus = { leader: null, decision: decision.reason };
+    if (!decision.acquire || this.stopped || this.promoting) {
+      this.etcd = IDLE;
+      return out;
+    }
+    // Maintenance mode: a handed-over key is still taken (a switchover); nothing else is.
+    if (facts.maintenancePaused && !this.handoverPending) {
+      this.etcdStatus = { leader: null, decision: "maintenance mode: not taking the key" };
+      this.etcd = IDLE;
+      return out;
+    }
+    this.etcd = { phase: "acquiring", epoch: decision.epoch };
+    out.push({ kind: "etcdAcquire", epoch: decision.epoch });
+    return out;
+  }
+
+  private unreachable(error: Error): StandbyAction[] {
+    this.etcdStatus = { leader: null, decision: "etcd unreachable", error: error.message };
+    this.etcd = IDLE;
+    return [];
+  }
+
+  // ---- shared ----
+
+  private promote(
+    reason: "lease_expired" | "switchover" | "etcd_key_acquired",
+    force: boolean,
+    epoch?: number,
+  ): StandbyAction[] {
+    this.promoting = true;
+    const promote: StandbyAction = {
+      kind: "promote",
+      reason,
+      force,
+      ...(epoch === undefined ? {} : { epoch }),
+    };
+    return [...this.park(), promote];
+  }
+
+  private park(): StandbyAction[] {
+    this.parkingNow = true;
+    return [{ kind: "park", ms: PARK_MS }];
+  }
+
+  /** A note said once until the flag is reset. */
+  private once(flag: "ineligibleNoted" | "pausedNoted", n: StandbyNote): StandbyAction[] {
+    if (this[flag]) return [];
+    this[flag] = true;
+    return [note(n)];
+  }
+}
+
+function note(n: StandbyNote): StandbyAction {
+  return { kind: "note", note: n };
+}

@@ -1,0 +1,259 @@
+// The standby role's driver: the Receiver and the StandbyMachine (core/) over ports — timers,
+// the node (Supervisor), etcd, the guest port, an observer — with the replication stream on a
+// StandbyLink. The daemon (packages/daemon/src/roles/standby-role.ts) and the failover
+// simulator (test/sim/failover) both run this class, each with its own ports.
+import type {
+  LeaseTerms,
+  Link,
+  PrimaryMessage,
+  StandbyMessage,
+  Supervisor,
+  TimerHandle,
+  Timers,
+} from "@vgpu-ha/common";
+import { Backend } from "@vgpu-ha/gpu-model";
+import { Receiver, type ReceiverOptions } from "./core/receiver.js";
+import {
+  type EtcdReading,
+  type StandbyAction,
+  type StandbyFacts,
+  StandbyMachine,
+} from "./core/standby-machine.js";
+import type { LinkLogger, StandbyEtcd, StandbyGuests, StandbyObserver } from "./ports.js";
+import { StandbyLink, type StreamRefusal } from "./standby-link.js";
+
+export interface StandbyDriverDeps<G, V extends EtcdReading> {
+  readonly receiver: ReceiverOptions;
+  /** The only node that may be this standby's primary (config peer.name). */
+  readonly peerName: string;
+  /** Where guests reach the primary (the redirect a refused guest is given). */
+  readonly peerGuestAddress: string;
+  /** This node is configured `role: primary`. */
+  readonly configuredPrimary: boolean;
+  readonly lease: LeaseTerms;
+  /** etcd mode: the leader key and how often it is read; undefined in peer mode. */
+  readonly etcd: { readonly port: StandbyEtcd<V>; readonly pollMs: number } | undefined;
+  /** Monotonic milliseconds. */
+  readonly now: () => number;
+  readonly timers: Timers;
+  readonly supervisor: Supervisor;
+  readonly guests: StandbyGuests<G>;
+  readonly logger: LinkLogger;
+  readonly observer: StandbyObserver;
+  /** When the primary was last heard on a lease channel of its own (undefined: none). */
+  readonly channelHeardMs?: () => number | undefined;
+  /** A stream refused before it became the live one. */
+  readonly onRefused?: (refusal: StreamRefusal, remote: string) => void;
+}
+
+/** The replica a promoted standby hands to the primary role. */
+export interface StandbyTakeover {
+  readonly backend: Backend;
+  readonly lastSeq: number;
+}
+
+export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
+  readonly receiver: Receiver;
+  readonly link: StandbyLink;
+  readonly machine: StandbyMachine;
+  private readonly deps: StandbyDriverDeps<G, V>;
+  private leaseTimer: TimerHandle | undefined;
+  private parkTimer: TimerHandle | undefined;
+  /** Guests that arrived during a promotion, waiting for the new primary role. */
+  private parked: G[] = [];
+  /** etcd mode: the view the acquisition is conditioned on. */
+  private etcdView: V | undefined;
+  /** The replica as of the last message (a completed snapshot replaces it). */
+  private replica: Backend | undefined;
+
+  constructor(deps: StandbyDriverDeps<G, V>) {
+    this.deps = deps;
+    this.receiver = new Receiver(deps.receiver, deps.supervisor.epoch());
+    this.machine = new StandbyMachine({
+      nodeId: deps.receiver.nodeId,
+      configuredPrimary: deps.configuredPrimary,
+      lease: deps.lease,
+      etcdPollMs: deps.etcd?.pollMs,
+    });
+    this.link = new StandbyLink({
+      receiver: this.receiver,
+      logger: deps.logger,
+      now: deps.now,
+      // Only peer.name of this cluster may be our primary (under tls its certificate says so too).
+      identity: {
+        clusterId: deps.receiver.clusterId,
+        nodeId: deps.receiver.nodeId,
+        peerName: deps.peerName,
+        ...(deps.receiver.version ? { version: deps.receiver.version } : {}),
+      },
+      ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
+      onStep: (m) => {
+        deps.observer.stepped?.(m);
+        this.afterStep();
+      },
+    });
+  }
+
+  start(): void {
+    const tickMs = Math.max(5, Math.floor(this.deps.lease.heartbeatMs / 2));
+    this.leaseTimer = this.deps.timers.setInterval(tickMs, () => this.watchLease());
+  }
+
+  stop(reason: string): void {
+    const refuseParked = this.machine.stop(reason);
+    this.deps.timers.clear(this.leaseTimer);
+    this.deps.timers.clear(this.parkTimer);
+    // Parked guests go to the new primary role when promoted; otherwise they are refused.
+    if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
+    this.link.close(reason);
+  }
+
+  acceptLink(link: Link<StandbyMessage, PrimaryMessage>, remote?: string): void {
+    this.link.acceptLink(link, remote);
+  }
+
+  serveGuest(stream: G): void {
+    if (this.machine.guestArrives() === "refuse") {
+      this.refuse(stream);
+      return;
+    }
+    this.deps.guests.pause(stream);
+    this.parked.push(stream);
+  }
+
+  /** The guest streams parked during a promotion, for the new primary role to serve. */
+  takeParked(): G[] {
+    this.deps.timers.clear(this.parkTimer);
+    return this.parked.splice(0);
+  }
+
+  /** Keeps a replica (a primary that stepped down after a handover stays its peer's replica). */
+  adopt(backend: Backend, lastSeq: number): void {
+    this.receiver.adopt(backend, lastSeq);
+    this.replica = backend;
+  }
+
+  /**
+   * When the primary was last heard from: on its replication stream, or on the lease channel
+   * (its lease thread's heartbeats, which a busy main loop on either side does not delay).
+   */
+  lastHeardMs(): number | undefined {
+    const stream = this.link.lastMessageMs;
+    const channel = this.deps.channelHeardMs?.();
+    if (channel === undefined) return stream;
+    return stream === undefined ? channel : Math.max(stream, channel);
+  }
+
+  /** A primary has spoken to this standby within the lease. */
+  primaryInSight(): boolean {
+    const last = this.lastHeardMs();
+    return last !== undefined && this.deps.now() - last < this.deps.lease.leaseMs;
+  }
+
+  /**
+   * This standby holds a replica (granted or not) with something in it — during a snapshot,
+   * the one being replaced, intact until the snapshot completes.
+   */
+  get holdsReplica(): boolean {
+    const r = this.receiver;
+    const whole = r.state === "replica" || r.state === "snapshot";
+    return whole && r.backend !== undefined && r.appliedSeq > 0;
+  }
+
+  /**
+   * The replica, handed to the primary role at promotion; undefined when not eligible. Forced
+   * (an operator's choice, or the last state left), whatever state there is, or an empty one.
+   */
+  takeover(force = false): StandbyTakeover | undefined {
+    const { backend, appliedSeq } = this.receiver;
+    if (backend && (this.receiver.eligible || force)) return { backend, lastSeq: appliedSeq };
+    if (!force) return undefined;
+    return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: appliedSeq };
+  }
+
+  /** The highest epoch the receiver has seen (a promotion goes above it). */
+  seenEpoch(): number {
+    return this.receiver.epoch;
+  }
+
+  probe() {
+    const r = this.receiver;
+    return { role: "standby" as const, replica: r.eligible, appliedSeq: r.appliedSeq };
+  }
+
+  private facts(): StandbyFacts {
+    const { supervisor } = this.deps;
+    return {
+      eligible: this.receiver.eligible,
+      holdsReplica: this.holdsReplica,
+      maintenancePaused: supervisor.maintenancePaused(),
+      epoch: supervisor.epoch(),
+    };
+  }
+
+  /** One look of the lease watch (every heartbeat/2). */
+  private watchLease(): void {
+    const actions = this.machine.tick(this.deps.now(), this.lastHeardMs(), this.facts());
+    this.link.lastMessageMs = this.machine.heardMs;
+    this.run(actions);
+  }
+
+  private run(actions: readonly StandbyAction[]): void {
+    for (const a of actions) this.act(a);
+  }
+
+  private act(a: StandbyAction): void {
+    const { deps, machine } = this;
+    switch (a.kind) {
+      case "note":
+        deps.observer.note?.(a.note);
+        return;
+      case "park":
+        deps.timers.clear(this.parkTimer);
+        this.parkTimer = deps.timers.setTimeout(a.ms, () => {
+          machine.parkExpired();
+          for (const s of this.parked.splice(0)) this.refuse(s);
+        });
+        return;
+      case "promote":
+        deps.supervisor.promote(a.reason, a.force, a.epoch);
+        return;
+      case "probePeer":
+        deps.supervisor.probePeer((peer) => this.run(machine.peerProbed(peer, this.facts())));
+        return;
+      case "etcdRead":
+        deps.etcd!.port.read((error, view) => {
+          this.etcdView = view;
+          const reading = error ?? view ?? new Error("etcd: no answer");
+          this.run(machine.etcdRead(reading, this.facts()));
+        });
+        return;
+      case "etcdAcquire":
+        deps.etcd!.port.acquire(this.etcdView!, a.epoch, (error, acquired) =>
+          this.run(machine.etcdAcquired(error ?? acquired, this.facts())),
+        );
+        return;
+    }
+  }
+
+  /** NOT_PRIMARY, naming the primary only while it is known to be alive. */
+  private refuse(stream: G): void {
+    const fresh = this.link.connected && this.primaryInSight();
+    this.deps.guests.refuse(stream, fresh ? this.deps.peerGuestAddress : "");
+  }
+
+  private afterStep(): void {
+    const { supervisor, observer } = this.deps;
+    const r = this.receiver;
+    if (r.epoch > supervisor.epoch()) supervisor.adoptEpoch(r.epoch);
+    for (const e of r.takeEvents()) {
+      const replaced =
+        e.kind === "snapshotDone" && this.replica !== undefined && this.replica !== r.backend
+          ? this.replica
+          : undefined;
+      observer.receiverEvent?.(e, replaced);
+      if (e.kind === "handover") this.run(this.machine.handover());
+    }
+    this.replica = r.backend;
+  }
+}
