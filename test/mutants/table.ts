@@ -24,7 +24,8 @@ export const MUTANTS: readonly Mutant[] = [
     what: "peer mode: a primary whose lease lapsed (fenced) keeps releasing replies as if leased",
     file: primaryMachine,
     original: '    let lease: PrimaryLease = lapsed ? "fenced" : this.lease;',
-    replacement: '    let lease: PrimaryLease = lapsed || this.lease === "fenced" ? "leased" : this.lease;',
+    replacement:
+      '    let lease: PrimaryLease = lapsed || this.lease === "fenced" ? "leased" : this.lease;',
   },
   {
     name: "etcd-fenced-answers",
