@@ -2,7 +2,9 @@
 // call, owns the guest-handle tables (guest handles are assigned here from counters that never
 // reuse a value, and map to the device's own handles), tenants and their quotas, the session
 // table with frame ordering and cached replies, and the MMIO trap. Both roles drive it the same
-// way; a failing call changes no GPU state.
+// way; a failing call changes no GPU state. Its parts: guest-context.ts (the handle tables'
+// entries), tenant-usage.ts (quotas), call-checks.ts (argument checks), replica-writes.ts
+// (what a standby applies without executing), session-table.ts and mmio-tracker.ts.
 import {
   type Call,
   type CallResult,
@@ -16,25 +18,24 @@ import {
   type SnapshotMeta,
   type StoreBatch,
 } from "@vgpu-ha/common/core";
-import type { BufferObject } from "../device/buffer-object.js";
-import {
-  Device,
-  type DeviceArg,
-  type DeviceContext,
-  type DeviceOptions,
-} from "../device/device.js";
+import { Device, type DeviceArg, type DeviceOptions } from "../device/device.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
-import { PAGE_SIZE_BYTES } from "../device/vram.js";
+import { checkDmaSize, checkScalar, checkStores } from "./call-checks.js";
 import { EndedSessions } from "./ended-sessions.js";
-import { type DirtyPage, MmioTracker, type TrackedBuffer } from "./mmio-tracker.js";
+import { type GuestBo, GuestContext } from "./guest-context.js";
+import { type DirtyPage, MmioTracker } from "./mmio-tracker.js";
+import { applyPageWrites, recordFrame } from "./replica-writes.js";
 import { type SessionLimits, SessionRecord } from "./session-table.js";
+import {
+  boQuotaFailure,
+  contextQuotaFailure,
+  type TenantQuota,
+  type TenantUsage,
+  TenantUsages,
+} from "./tenant-usage.js";
 
-export interface TenantQuota {
-  readonly vramBytes: number;
-  readonly bos: number;
-  /** Contexts at once, over all the tenant's sessions (unlimited when left out). */
-  readonly contexts?: number;
-}
+export { type GuestBo, GuestContext } from "./guest-context.js";
+export type { TenantQuota } from "./tenant-usage.js";
 
 export interface BackendOptions {
   readonly device: DeviceOptions;
@@ -55,33 +56,6 @@ export type FrameOutcome =
   /** Not applied at all (out of order, or repeated with no cached reply); nothing changed. */
   | { readonly kind: "rejected"; readonly result: CallResult };
 
-export interface GuestBo extends TrackedBuffer {
-  readonly bo: BufferObject;
-}
-
-export class GuestContext {
-  readonly handle: number;
-  readonly tenant: string;
-  readonly sessionId: string;
-  readonly device: DeviceContext;
-  readonly bos = new Map<number, GuestBo>();
-  nextBoHandle = 1;
-  fenceValue = 0;
-
-  constructor(handle: number, tenant: string, sessionId: string, device: DeviceContext) {
-    this.handle = handle;
-    this.tenant = tenant;
-    this.sessionId = sessionId;
-    this.device = device;
-  }
-}
-
-interface TenantUsage {
-  vramBytes: number;
-  bos: number;
-  contexts: number;
-}
-
 const ok = (output: CallResult["output"] = NO_OUTPUT): CallResult => ({
   code: ErrorCode.OK,
   message: "",
@@ -101,7 +75,7 @@ export class Backend {
   readonly sessions = new Map<string, SessionRecord>();
   /** Sessions closed by the idle reaper or an operator, for SESSION_EXPIRED on a resume. */
   readonly ended = new EndedSessions();
-  private readonly usage = new Map<string, TenantUsage>();
+  private readonly usage = new TenantUsages();
   nextContextHandle = 1;
   /** Record dirty pages for replication (a primary in per-page mode); starts from options. */
   trackMmio: boolean;
@@ -139,7 +113,7 @@ export class Backend {
       ctx.fenceValue = c.fenceValue;
       backend.contexts.set(c.handle, ctx);
       session.contexts.add(c.handle);
-      const used = backend.usageOf(c.tenant);
+      const used = backend.usage.of(c.tenant);
       used.contexts++;
       for (const b of c.bos) {
         const bo = backend.device.allocBo(ctx.device, b.sizeBytes);
@@ -265,13 +239,9 @@ export class Backend {
   }
 
   private createContext(session: SessionRecord): CallResult {
-    const quota = this.options.tenants.get(session.tenant)?.contexts ?? Number.POSITIVE_INFINITY;
-    const used = this.usageOf(session.tenant);
-    if (used.contexts + 1 > quota) {
-      return failed(
-        fail(ErrorCode.QUOTA_EXCEEDED, `tenant quota: ${used.contexts}/${quota} contexts`),
-      );
-    }
+    const used = this.usage.of(session.tenant);
+    const overQuota = contextQuotaFailure(used, this.options.tenants.get(session.tenant));
+    if (overQuota) return failed(overQuota);
     used.contexts++;
     const handle = this.nextContextHandle++;
     const ctx = new GuestContext(handle, session.tenant, session.id, this.device.createContext());
@@ -284,7 +254,7 @@ export class Backend {
     for (const gbo of [...ctx.bos.values()]) this.freeBo(ctx, gbo);
     this.device.destroyContext(ctx.device);
     this.contexts.delete(ctx.handle);
-    this.usageOf(ctx.tenant).contexts--;
+    this.usage.of(ctx.tenant).contexts--;
     this.sessions.get(ctx.sessionId)?.contexts.delete(ctx.handle);
   }
 
@@ -293,16 +263,9 @@ export class Backend {
     if (!(ctx instanceof GuestContext)) return failed(ctx);
     const size = this.device.checkAllocSize(sizeBytes);
     if (typeof size !== "number") return failed(size);
-    const quota = this.options.tenants.get(ctx.tenant)!;
-    const used = this.usageOf(ctx.tenant);
-    if (used.bos + 1 > quota.bos || used.vramBytes + size > quota.vramBytes) {
-      return failed(
-        fail(
-          ErrorCode.QUOTA_EXCEEDED,
-          `tenant quota: ${used.bos}/${quota.bos} buffers, ${used.vramBytes}+${size}/${quota.vramBytes} bytes`,
-        ),
-      );
-    }
+    const used = this.usage.of(ctx.tenant);
+    const overQuota = boQuotaFailure(used, this.options.tenants.get(ctx.tenant)!, size);
+    if (overQuota) return failed(overQuota);
     const bo = this.device.allocBo(ctx.device, size);
     if ("code" in bo) return failed(bo);
     const handle = ctx.nextBoHandle++;
@@ -316,7 +279,7 @@ export class Backend {
     this.mmio.forget(gbo);
     ctx.bos.delete(gbo.handle);
     this.device.freeBo(ctx.device, gbo.bo.id);
-    const used = this.usageOf(ctx.tenant);
+    const used = this.usage.of(ctx.tenant);
     used.bos--;
     used.vramBytes -= gbo.bo.byteLength;
   }
@@ -335,7 +298,7 @@ export class Backend {
   private dmaWrite(session: SessionRecord, call: Call & { op: "dmaWrite" }): CallResult {
     const found = this.ownBo(session, call.context, call.bo);
     if ("code" in found) return failed(found);
-    const tooBig = this.checkDmaSize(call.data.byteLength);
+    const tooBig = checkDmaSize(call.data.byteLength, this.options.maxDmaBytes);
     if (tooBig) return failed(tooBig);
     const bo = found.gbo.bo;
     if (this.beforeWrite && inRange(call.offset, call.data.byteLength, bo.byteLength)) {
@@ -348,7 +311,7 @@ export class Backend {
   private dmaRead(session: SessionRecord, call: Call & { op: "dmaRead" }): CallResult {
     const found = this.ownBo(session, call.context, call.bo);
     if ("code" in found) return failed(found);
-    const tooBig = this.checkDmaSize(call.length);
+    const tooBig = checkDmaSize(call.length, this.options.maxDmaBytes);
     if (tooBig) return failed(tooBig);
     const data = this.device.dmaRead(found.gbo.bo, call.offset, call.length);
     return data instanceof Uint8Array ? ok({ kind: "data", data }) : failed(data);
@@ -405,7 +368,7 @@ export class Backend {
     if ("code" in found) return failed(found);
     const { gbo } = found;
     if (!gbo.bo.mapped) return failed(fail(ErrorCode.NOT_MAPPED, `buffer ${batch.bo} not mapped`));
-    const invalid = this.checkStores(batch, gbo.bo.byteLength);
+    const invalid = checkStores(batch, gbo.bo.byteLength, this.options.maxStoresPerBatch);
     if (invalid) return failed(invalid);
     const { offsets, widths, data } = batch;
     const vram = gbo.bo.bytes;
@@ -430,42 +393,6 @@ export class Backend {
     return ok();
   }
 
-  private checkStores(batch: StoreBatch, size: number): Failure | null {
-    const { offsets, widths, data } = batch;
-    const count = offsets.length;
-    if (widths.length !== count) {
-      return fail(ErrorCode.MALFORMED, `${count} offsets but ${widths.length} widths`);
-    }
-    if (count > this.options.maxStoresPerBatch) {
-      return fail(
-        ErrorCode.LIMIT_EXCEEDED,
-        `${count} stores in one batch, limit ${this.options.maxStoresPerBatch}`,
-      );
-    }
-    let bytes = 0;
-    for (let i = 0; i < count; i++) {
-      const offset = offsets[i]!;
-      const width = widths[i]!;
-      if (width !== 1 && width !== 2 && width !== 4 && width !== 8) {
-        return fail(ErrorCode.BAD_STORE, `store ${i}: width ${width} is not 1, 2, 4 or 8`);
-      }
-      if (offset % width !== 0) {
-        return fail(ErrorCode.BAD_STORE, `store ${i}: offset ${offset} not aligned to ${width}`);
-      }
-      if (!inRange(offset, width, size)) {
-        return fail(
-          ErrorCode.OUT_OF_BOUNDS,
-          `store ${i}: offset ${offset} width ${width} outside ${size} bytes`,
-        );
-      }
-      bytes += width;
-    }
-    if (bytes !== data.byteLength) {
-      return fail(ErrorCode.MALFORMED, `stores need ${bytes} data bytes, got ${data.byteLength}`);
-    }
-    return null;
-  }
-
   /** Dirty pages since the last take, with their written bytes; see MmioTracker.take. */
   takeDirtyPages(): DirtyPage[] {
     return this.mmio.take();
@@ -478,49 +405,12 @@ export class Backend {
    * All or nothing: an unknown buffer or an extent outside its page changes nothing.
    */
   applyPageWrites(pages: readonly PageWrite[]): Failure | null {
-    const targets: GuestBo[] = [];
-    for (const page of pages) {
-      const gbo = this.contexts.get(page.context)?.bos.get(page.bo);
-      if (gbo === undefined) {
-        return fail(ErrorCode.UNKNOWN_BO, `page batch names ${page.context}/${page.bo}`);
-      }
-      const pageStart = page.pageIndex * PAGE_SIZE_BYTES;
-      for (const e of page.extents) {
-        const inPage = inRange(e.offsetInPage, e.data.byteLength, PAGE_SIZE_BYTES);
-        if (!inPage || !inRange(pageStart + e.offsetInPage, e.data.byteLength, gbo.bo.byteLength)) {
-          return fail(
-            ErrorCode.OUT_OF_BOUNDS,
-            `page batch extent outside ${page.context}/${page.bo}`,
-          );
-        }
-      }
-      targets.push(gbo);
-    }
-    for (const [i, page] of pages.entries()) {
-      const vram = targets[i]!.bo.bytes;
-      const pageStart = page.pageIndex * PAGE_SIZE_BYTES;
-      for (const e of page.extents) vram.set(e.data, pageStart + e.offsetInPage);
-    }
-    return null;
+    return applyPageWrites(this.contexts, pages);
   }
 
   /** Records a frame the primary applied without executing it here (store frames). */
   recordFrame(record: FrameRecord): Failure | null {
-    const session = this.sessions.get(record.sessionId);
-    if (session === undefined) return fail(ErrorCode.UNKNOWN_SESSION, "frame of unknown session");
-    if (record.frame !== session.lastFrame + 1) {
-      return fail(
-        ErrorCode.FRAME_OUT_OF_ORDER,
-        `frame ${record.frame} recorded after ${session.lastFrame}`,
-      );
-    }
-    session.lastFrame = record.frame;
-    session.remember(
-      record.frame,
-      { code: record.code, message: record.message, output: NO_OUTPUT },
-      this.options.session,
-    );
-    return null;
+    return recordFrame(this.sessions, record, this.options.session);
   }
 
   /** Guest handles of a context's buffers (for the handle delta of a destroy). */
@@ -552,41 +442,7 @@ export class Backend {
     return { ctx, gbo };
   }
 
-  private checkDmaSize(length: number): Failure | null {
-    if (length > this.options.maxDmaBytes) {
-      return fail(
-        ErrorCode.LIMIT_EXCEEDED,
-        `DMA of ${length} bytes above the limit ${this.options.maxDmaBytes}`,
-      );
-    }
-    return null;
-  }
-
-  private usageOf(tenant: string): TenantUsage {
-    let used = this.usage.get(tenant);
-    if (used === undefined) {
-      used = { vramBytes: 0, bos: 0, contexts: 0 };
-      this.usage.set(tenant, used);
-    }
-    return used;
-  }
-
   tenantUsage(tenant: string): Readonly<TenantUsage> {
-    return this.usageOf(tenant);
-  }
-}
-
-function checkScalar(kind: "u32" | "i32" | "f32", value: number): string | null {
-  switch (kind) {
-    case "u32":
-      return Number.isInteger(value) && value >= 0 && value <= 0xffffffff
-        ? null
-        : `u32 ${value} out of range`;
-    case "i32":
-      return Number.isInteger(value) && value >= -0x80000000 && value <= 0x7fffffff
-        ? null
-        : `i32 ${value} out of range`;
-    case "f32":
-      return Object.is(Math.fround(value), value) ? null : `f32 ${value} not a float32 value`;
+    return this.usage.of(tenant);
   }
 }
