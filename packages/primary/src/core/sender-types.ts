@@ -1,0 +1,57 @@
+// The sending state machine's vocabulary (core/sender.ts): its options, the snapshot stream it
+// reads chunks from, its states and the events it reports to the primary role.
+import type { ErrorCode, NodeVersion, RefusalReason, SnapshotChunk } from "@vgpu-ha/common/core";
+
+export interface SenderOptions {
+  readonly clusterId: string;
+  readonly nodeId: string;
+  /** The standby's node id (config peer.name): nothing from another is believed. */
+  readonly peerName: string;
+  /** What this node runs, announced in its hello (absent: this build's protocol, no version). */
+  readonly version?: NodeVersion;
+  readonly maxBatchEntries: number;
+  readonly maxBatchBytes: number;
+  readonly maxInflightEntries: number;
+  readonly maxInflightBytes: number;
+  readonly snapshotWindowChunks: number;
+  readonly heartbeatMs: number;
+  readonly retransmitMs: number;
+  readonly retainBytes: number;
+}
+
+/** A snapshot being produced (SnapshotSource in gpu-model). */
+export interface SnapshotStream {
+  /** Higher for each snapshot a Sender starts: the standby takes a lower one for a stale copy. */
+  readonly snapshotId: number;
+  readonly atSeq: number;
+  /** Buffer bytes the snapshot covers, and how many of them the chunks produced so far cover. */
+  readonly totalBytes?: number;
+  readonly coveredBytes?: number;
+  next(): SnapshotChunk | undefined;
+  release(): void;
+}
+
+export type SenderState = "disconnected" | "hello" | "snapshot" | "streaming";
+
+export type SenderEvent =
+  | { readonly kind: "snapshotStarted"; readonly snapshotId: number; readonly atSeq: number }
+  | { readonly kind: "snapshotResumed"; readonly snapshotId: number; readonly chunk: number }
+  | { readonly kind: "snapshotDone"; readonly snapshotId: number; readonly atSeq: number }
+  | { readonly kind: "resumed"; readonly fromSeq: number }
+  | { readonly kind: "resync"; readonly reason: string; readonly detail: string }
+  | {
+      readonly kind: "refused";
+      readonly code: ErrorCode;
+      readonly message: string;
+      /** Set when the other end is not our peer (peer-identity.ts): counted and rate-limited. */
+      readonly reason?: RefusalReason;
+    }
+  | { readonly kind: "higherEpoch"; readonly epoch: number }
+  | { readonly kind: "handoverAccepted" }
+  | {
+      readonly kind: "checkpoint";
+      readonly requestId: number;
+      readonly seq: number;
+      readonly equal: boolean;
+      readonly digest: string;
+    };
