@@ -11,17 +11,16 @@ import {
   ErrorCode,
   type LeaseTerms,
   type Link,
-  lowerEpochRefusal,
   NOTHING_DISCARDED,
   type NodeVersion,
   type PrimaryMessage,
   type ReplicationLog,
-  refusalReply,
   type StandbyMessage,
   type TimerHandle,
   type Timers,
 } from "@vgpu-ha/common";
 import { type Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
+import { acceptReplication } from "./accept-replication.js";
 import type { EtcdReadView, EtcdRequest } from "./core/primary-etcd.js";
 import {
   type PrimaryAction,
@@ -374,24 +373,13 @@ export class PrimaryDriver<S> {
    * steps down; a stranger (another cluster or node) is refused before its epoch is read.
    */
   acceptReplication(link: Link<StandbyMessage, PrimaryMessage>, remote: string): void {
-    const epoch = this.ports.supervisor.epoch();
-    let first = true;
-    link.onMessage((m) => {
-      if (!first || !this.machine) return;
-      first = false;
-      const decision = this.machine.hello(m, epoch);
-      this.ports.observer.hello(decision, remote);
-      if (decision.kind === "refuse") {
-        for (const out of refusalReply(this.options, decision.refusal)) link.send(out);
-        link.close("not our peer");
-      } else if (decision.kind === "stepDown") {
-        link.close("stepping down");
-        this.ports.supervisor.stepDown(decision.epoch, decision.reason);
-      } else {
-        const { clusterId, nodeId } = this.options;
-        for (const out of lowerEpochRefusal({ clusterId, nodeId, epoch })) link.send(out);
-        this.ports.timers.setTimeout(100, () => link.close("refused a lower epoch"));
-      }
+    const { supervisor, observer, timers } = this.ports;
+    acceptReplication(link, remote, {
+      self: this.options,
+      machine: this.machine,
+      supervisor,
+      observer,
+      timers,
     });
   }
 
