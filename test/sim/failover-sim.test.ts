@@ -1,11 +1,11 @@
-// Proves failover is safe and live: thousands of seeded runs of two simulated nodes (the real
-// core behind mirrors of the daemon's supervisor and roles, drifting clocks; a quarter in etcd
-// lease mode against a simulated etcd) with guests running the exactly-once client logic,
-// under crashes and restarts, pauses shorter and longer than the lease, partitions both ways
-// and one way, etcd cut off, broken streams, switchovers and link faults; the
-// Checker holds the lease, epoch, release and loss rules during faults and the final state
-// (one primary, equal replicas, the history replayed from the guests' frames, every guest done)
-// after healing. Then: every path the runs claim to cover was taken, and a seed replays exactly.
+// Proves failover is safe and live: thousands of seeded runs of two simulated nodes (the shipped
+// node, primary, standby, guest-service and client drivers over simulated ports, drifting clocks; a
+// quarter in etcd lease mode against a simulated etcd) with guests running the exactly-once client
+// logic, under crashes and restarts, pauses shorter and longer than the lease, partitions both ways
+// and one way, etcd cut off, broken streams, switchovers and link faults; the Checker holds the
+// lease, epoch, release and loss rules during faults and the final state (one primary, equal
+// replicas, the history replayed from the guests' frames, every guest done) after healing. Then:
+// every path the runs claim to cover was taken, and a seed replays exactly.
 import { describe, expect, it } from "vitest";
 import { drawFailoverParams, type FailoverParams } from "./failover/params.js";
 import {

@@ -33,7 +33,7 @@ const DIAL_TIMEOUT_MS = 20_000;
 
 type ProbeAnswer = PeerProbe & { readonly nodeId: NodeName };
 
-/** The primary mirror as the node driver's primary role (until the shipped one lands). */
+/** The shipped PrimaryDriver's simulation host (primary-host.ts) as the node driver's primary role. */
 class NodePrimaryRole extends SimPrimary {
   serveGuest(stream: End<wire.NodeMessage, wire.GuestMessage>): void {
     this.guests.serve(guestLink(stream));
