@@ -71,16 +71,31 @@ function must(text: string, from: string, to: string): string {
   return text.replace(from, to);
 }
 
+/** VGPUHA_WALKTHROUGH=FILE writes every command the walk-through ran, with its output, there. */
+const transcript: string[] = [];
+function record<R extends { code: number | null; out: string; err: string }>(
+  cmd: string,
+  args: string[],
+  r: R,
+): R {
+  if (process.env.VGPUHA_WALKTHROUGH) {
+    transcript.push(`$ ${[cmd, ...args].join(" ")}   # exit ${r.code}\n${r.out}${r.err}`);
+  }
+  return r;
+}
+
 const run = (cmd: string, args: string[], env?: Record<string, string>) => {
   const r = spawnSync(cmd, args, { encoding: "utf8", timeout: 120_000, ...(env ? { env } : {}) });
-  return { code: r.status, out: r.stdout ?? "", err: r.stderr ?? "" };
+  return record(cmd, args, { code: r.status, out: r.stdout ?? "", err: r.stderr ?? "" });
 };
 
 /** run() without blocking: the two hosts install side by side. */
 const runAsync = (cmd: string, args: string[]) =>
   new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
     execFile(cmd, args, { encoding: "utf8", timeout: 120_000 }, (e, out, err) =>
-      resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, out, err }),
+      resolve(
+        record(cmd, args, { code: e ? (typeof e.code === "number" ? e.code : 1) : 0, out, err }),
+      ),
     );
   });
 
@@ -122,6 +137,9 @@ describe.skipIf(!dpkgDeb || !sysusers || !ip || !netns.ok)("two hosts from the p
   afterAll(async () => {
     for (const h of Object.values(hosts ?? {})) h.node?.process.kill("SIGKILL");
     await cleanup.run();
+    if (process.env.VGPUHA_WALKTHROUGH) {
+      writeFileSync(process.env.VGPUHA_WALKTHROUGH, transcript.join("\n"));
+    }
     if (work && !process.env.VGPUHA_TEST_KEEP) rmSync(work, { recursive: true, force: true });
   });
 
