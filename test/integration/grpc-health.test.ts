@@ -88,6 +88,13 @@ describe("gRPC health", () => {
     expect((await metrics(p.node("b"))).get("vgpu_failovers_total")).toBe(0);
 
     await streaming(p, "b");
+    // Only a standby holding the new primary's sync grant takes over (streaming comes first;
+    // under load the grant can follow it by more than a lease).
+    await waitFor(
+      "a an eligible replica of b",
+      async () => (await status(p.node("a"))).replication?.eligible === true,
+      { timeoutMs: 20_000 },
+    );
     p.node("b").process.kill("SIGKILL");
     await waitFor(
       "a takes over",
