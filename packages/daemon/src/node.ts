@@ -28,7 +28,7 @@ import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
 import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
 import { EtcdArbiter, type EtcdView } from "./lease/etcd-arbiter.js";
-import { etcdCallbacks } from "./lease/etcd-callbacks.js";
+import { etcdPort } from "./lease/etcd-port.js";
 import type { LeaseThread } from "./lease/lease-thread.js";
 import { startLeaseThread } from "./lease/start-lease-thread.js";
 import { bound, busyWait, OpsRefusal, splitHostPort } from "./node-helpers.js";
@@ -200,7 +200,7 @@ export class VgpuNode implements Supervisor {
       {
         persist: (epoch) => this.store.write(epoch), // write + fsync
         probePeer: (done) => this.probePeer(done),
-        etcd: this.arbiter && etcdCallbacks(this.arbiter, config.guest.listen),
+        etcd: this.arbiter && etcdPort(this.arbiter, config.guest.listen),
         roles: daemonRoles(() => this.roleDeps()),
         timers: nodeTimers,
         defer: (fn) => queueMicrotask(fn),

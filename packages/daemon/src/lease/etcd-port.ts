@@ -1,10 +1,15 @@
-// The EtcdArbiter (promise-based) as the primary driver's callback etcd port: the driver runs
-// the same way in the daemon and in the simulator, which has no Promises on its paths.
+// The EtcdArbiter (promise-based) as the callback etcd port the primary, standby and node
+// drivers take: they run the same way in the daemon and in the simulator, which has no Promises
+// on its paths.
+import type { NodeEtcd } from "@vgpu-ha/common";
 import type { EtcdPort } from "@vgpu-ha/primary";
 import type { EtcdArbiter, EtcdView } from "./etcd-arbiter.js";
 
 /** `guestAddress`: what an acquisition writes in the leader key (config guest.listen). */
-export function etcdPort(arbiter: EtcdArbiter, guestAddress: string): EtcdPort {
+export function etcdPort(
+  arbiter: EtcdArbiter,
+  guestAddress: string,
+): EtcdPort & NodeEtcd<EtcdView> {
   const answer =
     <T>(fallback: T, done: (error: Error | undefined, value: T) => void) =>
     (p: Promise<T>) =>
@@ -23,11 +28,18 @@ export function etcdPort(arbiter: EtcdArbiter, guestAddress: string): EtcdPort {
     set onLost(f) {
       arbiter.onLost = f;
     },
-    read: (done) => void answer(undefined as EtcdView | undefined, done)(arbiter.read()),
-    acquire: (view, epoch, done) =>
-      void answer<boolean>(false, done)(arbiter.acquire(view as EtcdView, epoch, guestAddress)),
-    setReplica: (epoch, replica, done) =>
-      void answer<boolean>(false, done)(arbiter.setReplica(epoch, replica)),
+    read: (done: (error: Error | undefined, view: EtcdView | undefined) => void) =>
+      void answer(undefined as EtcdView | undefined, done)(arbiter.read()),
+    acquire: (
+      view: unknown,
+      epoch: number,
+      done: (error: Error | undefined, ok: boolean) => void,
+    ) => void answer<boolean>(false, done)(arbiter.acquire(view as EtcdView, epoch, guestAddress)),
+    setReplica: (
+      epoch: number,
+      replica: string,
+      done: (error: Error | undefined, ok: boolean) => void,
+    ) => void answer<boolean>(false, done)(arbiter.setReplica(epoch, replica)),
     resign: () => void arbiter.resign(),
   };
 }

@@ -23,7 +23,7 @@ import {
   type StandbyNote,
 } from "@vgpu-ha/standby";
 import type { EtcdView } from "../lease/etcd-arbiter.js";
-import { etcdCallbacks } from "../lease/etcd-callbacks.js";
+import { etcdPort } from "../lease/etcd-port.js";
 import { nodeVersion } from "../version.js";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
@@ -60,7 +60,7 @@ export class StandbyRole implements Role {
       },
       etcd: deps.arbiter
         ? {
-            port: etcdCallbacks(deps.arbiter, config.guest.listen),
+            port: etcdPort(deps.arbiter, config.guest.listen),
             pollMs: config.lease.etcd.pollMs,
           }
         : undefined,
