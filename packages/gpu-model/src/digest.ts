@@ -51,6 +51,15 @@ export function computeDigest(backend: Backend): StateDigest {
 }
 
 /**
+ * The digest of the state as it is now, delivered once the device has done the work submitted
+ * so far (possibly before returning). The metadata is taken at the call, the bytes at the
+ * device's point in the same order, so later calls do not leak into it.
+ */
+export function digestWhenDone(backend: Backend, callback: (digest: StateDigest) => void): void {
+  backend.progress.afterDevice(() => callback(computeDigest(backend)));
+}
+
+/**
  * SHA-256 over a stream of numbers (f64 LE), length-prefixed strings and raw bytes. Small
  * pieces are gathered in a buffer and hashed together: the same bytes, far fewer calls.
  */

@@ -3,8 +3,13 @@ export { Device, type DeviceArg, type DeviceOptions } from "./device/device.js";
 export type { Failure } from "./device/failure.js";
 export { KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
+export {
+  type DeviceFailure,
+  type DeviceProgress,
+  InlineProgress,
+} from "./device/progress.js";
 export { PAGE_SIZE_BYTES } from "./device/vram.js";
-export { computeDigest, type StateDigest } from "./digest.js";
+export { computeDigest, digestWhenDone, type StateDigest } from "./digest.js";
 export {
   Backend,
   type BackendOptions,

@@ -20,6 +20,7 @@ import {
 } from "@vgpu-ha/common/core";
 import { Device, type DeviceArg, type DeviceOptions } from "../device/device.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
+import { type DeviceProgress, InlineProgress } from "../device/progress.js";
 import { checkDmaSize, checkScalar, checkStores } from "./call-checks.js";
 import { EndedSessions } from "./ended-sessions.js";
 import { type GuestBo, GuestContext } from "./guest-context.js";
@@ -70,6 +71,8 @@ const failed = (f: Failure): CallResult => ({
 export class Backend {
   readonly options: BackendOptions;
   readonly device: Device;
+  /** Where the device's work stands (see device/progress.ts). */
+  readonly progress: DeviceProgress = new InlineProgress();
   readonly mmio = new MmioTracker();
   readonly contexts = new Map<number, GuestContext>();
   readonly sessions = new Map<string, SessionRecord>();
