@@ -162,6 +162,7 @@ export class StandbyRole implements Role {
         );
         return;
       case "backlogApplied":
+        this.deps.metrics.promotionBacklogWait.observe(n.waitedMs / 1000);
         logger.warn(
           { seq: r.appliedSeq, backlogWaitMs: n.waitedMs },
           "received backlog applied: taking over",
