@@ -290,7 +290,7 @@ export class StandbyRole implements Role {
     return {
       role: "standby",
       serving: false,
-      seq: { last: g.lastSeq, applied: r.appliedSeq, acknowledged: 0 },
+      seq: { last: g.lastSeq, applied: r.appliedSeq, received: r.receivedSeq, acknowledged: 0 },
       replication: {
         state: r.state,
         eligible: r.eligible,
