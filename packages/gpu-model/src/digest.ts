@@ -132,6 +132,19 @@ class Pieces {
   }
 }
 
+/** digestWhenDone as a promise, rejected if the device fails before it is done. */
+export function digestOf(backend: Backend): Promise<StateDigest> {
+  return new Promise((resolve, reject) => {
+    const failed = (reason: string) => reject(new Error(`device failed: ${reason}`));
+    if (backend.progress.failure) return failed(backend.progress.failure.reason);
+    const stop = backend.progress.onFailure((f) => failed(f.reason));
+    digestWhenDone(backend, (d) => {
+      stop();
+      resolve(d);
+    });
+  });
+}
+
 /**
  * SHA-256 over a stream of numbers (f64 LE), length-prefixed strings and raw bytes. Small
  * pieces are gathered in a buffer and hashed together: the same bytes, far fewer calls.

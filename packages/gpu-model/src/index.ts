@@ -19,7 +19,7 @@ export {
   InlineProgress,
 } from "./device/progress.js";
 export { PAGE_SIZE_BYTES } from "./device/vram.js";
-export { computeDigest, digestWhenDone, type StateDigest } from "./digest.js";
+export { computeDigest, digestOf, digestWhenDone, type StateDigest } from "./digest.js";
 export {
   Backend,
   type BackendOptions,

@@ -36,6 +36,12 @@ export class SnapshotSink {
     return this.complete ? this.backend : undefined;
   }
 
+  /** Abandons the copy: its device ends (a device thread stops). Not after result() was taken. */
+  close(): void {
+    this.backend?.close();
+    this.backend = undefined;
+  }
+
   accept(chunk: SnapshotChunk): Failure | null {
     if (chunk.snapshotId !== this.snapshotId || chunk.index !== this.expected) {
       return fail(

@@ -154,8 +154,9 @@ export class WorkerExecutor implements DeviceExecutor {
     }
   }
 
+  /** A copy in an ArrayBuffer of its own (a Node Buffer's slice() would share its pool). */
   private own(view: Uint8Array): Uint8Array {
-    return this.moved(view.slice());
+    return this.moved(new Uint8Array(view));
   }
 
   private moved<T extends Uint8Array | Float64Array>(array: T): T {
