@@ -19,6 +19,8 @@ export interface ExecutorSink {
 }
 
 export interface DeviceExecutor {
+  /** Every operation completes before submit returns (the queue then keeps no seq runs). */
+  readonly synchronous?: boolean;
   /** Connects the queue; called once, before any submit. */
   attach(sink: ExecutorSink): void;
   /** Runs operation `index` after every earlier one. */
@@ -37,6 +39,7 @@ export type ExecutorFactory = () => DeviceExecutor;
 
 /** Runs every operation as it is submitted: complete before submit returns. */
 export class InlineExecutor implements DeviceExecutor {
+  readonly synchronous = true;
   readonly core = new DeviceCore();
   private sink: ExecutorSink | undefined;
 
