@@ -97,7 +97,7 @@ export const MUTANTS: readonly Mutant[] = [
     name: "release-before-device",
     what: "a reply leaves before the primary's own device completed its entry",
     file: release,
-    original: "  return Math.min(v.deviceDoneSeq, replicatedSeq(v));",
+    original: "  return Math.min(v.deviceSeq ?? RELEASE_ALL, replicatedSeq(v));",
     replacement: "  return replicatedSeq(v);",
   },
   {

@@ -12,7 +12,7 @@ export type SimEvent =
   | { readonly kind: "reconnect" }
   | { readonly kind: "standbyStart" }
   | { readonly kind: "standbyRestart" }
-  /** A simulated device completes a piece of work (sim-device.ts). */
+  /** A device of random latency completes an operation (gpu-model LatencyExecutor). */
   | { readonly kind: "device"; readonly node: "primary" | "standby"; readonly complete: () => void }
   /** Would the standby take over now (its lease watch finding the primary gone)? */
   | { readonly kind: "promotionProbe" };

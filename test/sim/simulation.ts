@@ -5,7 +5,9 @@
 // within a bound. Safety is checked all along (StandbyMonitor, and each sync reply against
 // what the standby holds when it is released); at quiescence the replicas must be equal.
 //
-// Both devices are simulated executors of random latency (sim-device.ts): entries leave before
+// Both devices are executors of random latency on the simulated clock (gpu-model's
+// LatencyExecutor: each operation completes an exponential delay after the one before, VRAM
+// bytes, dmaRead data and digests included): entries leave before
 // the primary's device ran them, the standby acks receipt at once and applied progress later,
 // replies leave by the shipped release rule (core/release.ts) and each is checked against the
 // mode's promise: sync — the standby received it; sync-applied — it applied it; every mode —
@@ -17,7 +19,14 @@ import {
   releasableSeq,
   type StandbyMessage,
 } from "@vgpu-ha/common";
-import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
+import {
+  Backend,
+  type BackendOptions,
+  digestWhenDone,
+  LatencyExecutor,
+  SnapshotSource,
+  type StateDigest,
+} from "@vgpu-ha/gpu-model";
 import { Sender, type SenderEvent, Sequencer } from "@vgpu-ha/primary";
 import { Receiver, type StandbyAction, StandbyMachine } from "@vgpu-ha/standby";
 import { EventQueue } from "./event-queue.js";
@@ -25,7 +34,6 @@ import { SimLink } from "./network.js";
 import type { SimParams } from "./params.js";
 import { frameKey, RecordingLog } from "./recording-log.js";
 import { SimRng } from "./rng.js";
-import { attachDevice, SimDevice } from "./sim-device.js";
 import { describeEvent, type SimEvent } from "./sim-events.js";
 import { emptyStats, type SimResult, type SimStats } from "./sim-result.js";
 import { SimFailure, StandbyMonitor } from "./standby-monitor.js";
@@ -63,11 +71,16 @@ export class Simulation {
   private nextSnapshotId = 1;
   private nextCheckpointId = 1;
   private flushArmed = false;
-  private readonly primaryDevice: SimDevice;
   // standby
   private receiver: Receiver | undefined;
-  /** The standby's device and the backend it runs (a snapshot brings a new backend). */
-  private standbyDevice: { backend: Backend; device: SimDevice } | undefined;
+  /** The backend whose device progress the standby follows (a snapshot brings a new one). */
+  private followed: Backend | undefined;
+  /**
+   * The connection on which the standby got more than a hello: the primary has its hello, so
+   * what the standby says unasked (device progress) may go out. This link reorders; a real
+   * stream keeps the hello first.
+   */
+  private standbyStreaming = -1;
   private readonly monitor: StandbyMonitor;
   private readonly standbyOptions: Receiver["options"]["backendOptions"];
   private linkUp = false;
@@ -105,13 +118,16 @@ export class Simulation {
     });
     this.steps = workload.steps;
     const options = backendOptionsFor(workload, params.seed & 0xffff);
-    this.backend = new Backend({ ...options, trackMmio: true });
-    this.primaryDevice = this.newDevice("primary", params.primaryDeviceMeanMs);
-    attachDevice(this.backend, this.primaryDevice);
+    this.backend = new Backend({
+      ...options,
+      trackMmio: true,
+      ...this.device("primary", params.primaryDeviceMeanMs),
+    });
     this.standbyOptions = {
       ...options,
       device: { ...options.device, seed: (params.seed & 0xffff) + 1000 },
       trackMmio: false,
+      ...this.device("standby", params.standbyDeviceMeanMs),
     };
     this.sequencer = new Sequencer(
       this.backend,
@@ -316,7 +332,7 @@ export class Simulation {
     const { sender } = this;
     const mode = this.params.ackMode;
     const upto = this.log.lastSeq + (this.sequencer.mmioPending ? 1 : 0);
-    const done = this.primaryDevice.doneSeq(upto);
+    const done = this.backend.progress.doneSeq(upto);
     const released = releasableSeq({
       mode,
       lease: "leased",
@@ -325,7 +341,7 @@ export class Simulation {
       appliedSeq: sender.appliedSeq,
       receivedSeq: sender.receivedSeq,
       confirmedSeq: 0,
-      deviceDoneSeq: done >= upto ? RELEASE_ALL : done,
+      deviceSeq: done >= upto ? RELEASE_ALL : done,
     });
     const kept: PendingReply[] = [];
     for (const r of this.pending) {
@@ -353,7 +369,7 @@ export class Simulation {
   /** Every mode: a reply leaves only once the primary's own device has its result. */
   private checkDeviceDone(r: PendingReply): void {
     if (r.seq === 0) return;
-    const done = this.primaryDevice.doneSeq(r.seq);
+    const done = this.backend.progress.doneSeq(r.seq);
     if (done < r.seq) {
       throw new SimFailure(
         `reply of ${r.session} frame ${r.frame} (seq ${r.seq}) released before the primary's device completed it (done up to ${done})`,
@@ -391,32 +407,27 @@ export class Simulation {
 
   // ---- the devices and promotion ----
 
-  private newDevice(node: "primary" | "standby", meanMs: number): SimDevice {
-    return new SimDevice(
-      meanMs,
-      this.rng.devices,
-      () => this.nowMs,
-      (atMs, complete) => this.at(atMs, { kind: "device", node, complete }),
-    );
+  /** A node's device: inline (mean 0) or one of random latency on the simulated clock. */
+  private device(node: "primary" | "standby", meanMs: number): Pick<BackendOptions, "executor"> {
+    if (meanMs === 0) return {};
+    const rng = this.rng.devices;
+    const schedule = (delayMs: number, complete: () => void) =>
+      this.at(this.nowMs + delayMs, { kind: "device", node, complete });
+    return { executor: () => new LatencyExecutor(schedule, () => rng.exponential(meanMs)) };
   }
 
   /**
-   * Gives each backend the standby installs (a snapshot's) a simulated device before it
-   * applies anything, and sends what device progress produces (acks, late comparisons), as
-   * the standby driver does.
+   * Follows the device of each backend the standby installs (a snapshot's) and sends what its
+   * progress produces (acks, late comparisons), as the standby driver does.
    */
   private followStandbyDevice(): void {
     const receiver = this.receiver;
     const backend = receiver?.backend;
-    if (receiver === undefined || backend === undefined) return;
-    if (this.standbyDevice?.backend === backend) return;
-    if (this.standbyDevice) this.standbyDevice.device.dead = true;
-    const device = this.newDevice("standby", this.params.standbyDeviceMeanMs);
-    attachDevice(backend, device);
-    this.standbyDevice = { backend, device };
-    const connection = this.connection;
-    device.onProgress(() => {
-      if (this.receiver !== receiver || !this.linkUp || connection !== this.connection) return;
+    if (receiver === undefined || backend === undefined || this.followed === backend) return;
+    this.followed = backend;
+    backend.progress.onProgress(() => {
+      if (this.receiver !== receiver || receiver.backend !== backend || !this.linkUp) return;
+      if (this.standbyStreaming !== this.connection) return;
       for (const m of receiver.poll()) this.send(this.toPrimary, m, "toPrimary");
       this.monitor.onEvents(receiver.takeEvents());
     });
@@ -504,6 +515,7 @@ export class Simulation {
   private deliverToStandby(connection: number, message: PrimaryMessage): void {
     const receiver = this.receiver;
     if (!this.linkUp || connection !== this.connection || receiver === undefined) return;
+    if (message.kind !== "hello") this.standbyStreaming = connection;
     const replies = receiver.step(message);
     this.followStandbyDevice();
     this.monitor.onEvents(receiver.takeEvents());
@@ -595,9 +607,9 @@ export class Simulation {
     if (this.receiver !== undefined) {
       this.stats.standbyRestarts++;
       this.disconnect();
+      this.receiver.backend?.close(); // the process is gone, its device with it
       this.receiver = undefined;
-      if (this.standbyDevice) this.standbyDevice.device.dead = true;
-      this.standbyDevice = undefined;
+      this.followed = undefined;
       this.at(this.nowMs + faults.int(1, this.params.standbyRestartDownMaxMs), {
         kind: "standbyStart",
       });
@@ -629,9 +641,30 @@ export class Simulation {
       sender.appliedSeq === log.lastSeq &&
       receiver !== undefined &&
       receiver.appliedSeq === log.lastSeq &&
-      this.primaryDevice.outstanding === 0 &&
-      (this.standbyDevice?.device.outstanding ?? 0) === 0
+      this.deviceIdle(this.backend) &&
+      this.deviceIdle(receiver.backend)
     );
+  }
+
+  /** A backend's digest, hashed on its device: the simulation runs until the device is done. */
+  private digestOf(backend: Backend): StateDigest {
+    let digest: StateDigest | undefined;
+    digestWhenDone(backend, (d) => {
+      digest = d;
+    });
+    while (digest === undefined) {
+      const next = this.queue.pop();
+      if (next === undefined) throw new SimFailure("a device never finished a digest");
+      this.nowMs = next.atMs;
+      this.handle(next.event);
+      this.pump();
+    }
+    return digest;
+  }
+
+  private deviceIdle(backend: Backend | undefined): boolean {
+    const queue = backend?.progress as { readonly outstanding?: number } | undefined;
+    return (queue?.outstanding ?? 0) === 0;
   }
 
   private checkQuiescent(): void {
@@ -649,8 +682,8 @@ export class Simulation {
         `standby holds up to ${this.monitor.coveredSeq}, log ends at ${this.log.lastSeq}`,
       );
     }
-    const mine = computeDigest(this.backend);
-    const theirs = computeDigest(receiver.backend!);
+    const mine = this.digestOf(this.backend);
+    const theirs = this.digestOf(receiver.backend!);
     if (mine.state !== theirs.state) {
       const which = mine.gpu !== theirs.gpu ? "GPU state" : "session table";
       throw new SimFailure(`replicas differ at seq ${this.log.lastSeq}: ${which}`);
@@ -667,7 +700,7 @@ export class Simulation {
       `mmio pending ${this.sequencer.mmioPending}`,
       `link ${this.linkUp ? "up" : "down"}`,
       `sender ${this.sender.state} received ${this.sender.receivedSeq} applied ${this.sender.appliedSeq}`,
-      `primary device done ${this.primaryDevice.doneSeq(this.log.lastSeq)}`,
+      `primary device done ${this.backend.progress.doneSeq(this.log.lastSeq)}`,
       r
         ? `standby #${this.monitor.incarnation} ${r.state} received ${r.receivedSeq} applied ${r.appliedSeq} late open ${r.openLateChecks}`
         : "no standby",

@@ -14,14 +14,13 @@ import {
   NOTHING_DISCARDED,
   type NodeVersion,
   type PrimaryMessage,
-  RELEASE_ALL,
   type ReplicationLog,
   type ReplicationMode,
   type StandbyMessage,
   type TimerHandle,
   type Timers,
 } from "@vgpu-ha/common";
-import { type Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
+import { type Backend, digestWhenDone, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { acceptReplication } from "./accept-replication.js";
 import type { EtcdReadView, EtcdRequest } from "./core/primary-etcd.js";
 import {
@@ -97,13 +96,12 @@ export class PrimaryDriver<S> {
   private readonly promoted: boolean;
   private flushTimer: TimerHandle | undefined;
   private leaseTimer: TimerHandle | undefined;
-  /** Unsubscribes from the device's progress. */
-  private unsubscribeDevice: (() => void) | undefined;
   private stopping = false;
   /** Snapshot ids grow across restarts too (a standby ignores chunk 0 of an older id). */
   private nextSnapshotId: number;
   /** etcd mode: the last read, which an acquisition is conditioned on. */
   private etcdView: EtcdReadView | undefined;
+  private stopDeviceWatch: () => void = () => {};
 
   constructor(options: PrimaryDriverOptions, ports: PrimaryPorts<S>, promoted: boolean) {
     this.options = options;
@@ -194,8 +192,8 @@ export class PrimaryDriver<S> {
 
   start(): void {
     const { machine, link, ports } = this;
-    // The device completed work: late results may go out, replies may be released.
-    this.unsubscribeDevice = this.backend.progress.onProgress(() => this.afterDevice());
+    // The device completed work: late results may go out, replies may be released (#14).
+    this.stopDeviceWatch = this.backend.progress.onProgress(() => this.afterDevice());
     if (!machine || !link) return;
     machine.start(this.facts(), this.promoted);
     if (ports.etcd) ports.etcd.onLost = () => this.tick();
@@ -207,7 +205,7 @@ export class PrimaryDriver<S> {
   /** Ends guest streams (NOT_PRIMARY), the link and timers; answers still to come are ignored. */
   stop(reason: string): void {
     this.stopping = true;
-    this.unsubscribeDevice?.();
+    this.stopDeviceWatch();
     this.machine?.stop();
     if (this.sender) this.ports.leaseThread?.none();
     this.ports.timers.clear(this.flushTimer);
@@ -253,26 +251,23 @@ export class PrimaryDriver<S> {
       applied: this.guests.applied,
       leaseThreadAckedMs: leaseThread?.ackedSentMs(),
       etcd: etcd ? { holding: etcd.holding, leaseEndMs: etcd.leaseEndMs() } : undefined,
-      deviceDoneSeq: this.deviceDoneSeq(),
+      deviceSeq: this.deviceSeq(),
     };
   }
 
   /**
-   * What the device has done: every entry up to this seq, or RELEASE_ALL once it did all work
-   * submitted (store frames waiting for their page batch included: their work is the next
-   * entry's).
+   * The highest seq whose device work is complete. A pending page batch's store frames carry
+   * the seq it will get (lastSeq + 1), so ask up to there: with nothing outstanding, that.
    */
-  private deviceDoneSeq(): number {
-    const upto = this.log.lastSeq + (this.sequencer.mmioPending ? 1 : 0);
-    const done = this.backend.progress.doneSeq(upto);
-    return done >= upto ? RELEASE_ALL : done;
+  private deviceSeq(): number {
+    return this.backend.progress.doneSeq(this.log.lastSeq + 1);
   }
 
   /** Which replies may go out now (GuestHooks.replicatedSeq); undefined: all. */
   releasable(): number | undefined {
     if (this.machine) return this.machine.releasable(this.facts());
-    const done = this.deviceDoneSeq(); // alone: what the device has done
-    return done === RELEASE_ALL ? undefined : done;
+    const device = this.deviceSeq();
+    return device > this.log.lastSeq ? undefined : device;
   }
 
   /** Device progress: send what it produced (late results), release what it completed. */
@@ -424,6 +419,10 @@ export class PrimaryDriver<S> {
       this.log.lastSeq,
       this.options.snapshotChunkBytes,
     );
+    // Chunks are read by the device: one that arrives later is sent at once.
+    source.onChunkReady = () => {
+      if (!this.stopping) this.link?.pumpNow();
+    };
     this.ports.observer.snapshotStarted(source, this.backend);
     return source;
   }
@@ -463,8 +462,11 @@ export class PrimaryDriver<S> {
     return this.machine?.soloWork(this.facts()) ?? NOTHING_DISCARDED;
   }
 
-  /** The digest now (for a switchover's or operator's comparison). */
-  digest(): string {
-    return computeDigest(this.backend).state;
+  /**
+   * The state digest as it is now (for a switchover's or operator's comparison), once the
+   * device has hashed the buffers at this point of its order (maybe before returning).
+   */
+  digest(callback: (state: string) => void): void {
+    digestWhenDone(this.backend, (d) => callback(d.state));
   }
 }

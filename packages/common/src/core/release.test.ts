@@ -28,18 +28,18 @@ const base: ReleaseView = {
   appliedSeq: 10,
   receivedSeq: 12,
   confirmedSeq: 8,
-  deviceDoneSeq: RELEASE_ALL,
+  deviceSeq: RELEASE_ALL,
 };
 
 describe("releasableSeq", () => {
   it.each<[Partial<ReleaseView>, number]>([
     [{}, 12],
     [{ mode: "sync-applied" }, 10],
-    [{ deviceDoneSeq: 11 }, 11],
-    [{ mode: "sync-applied", deviceDoneSeq: 11 }, 10],
-    [{ mode: "async", deviceDoneSeq: 11 }, 11],
-    [{ granted: false, link: "down", deviceDoneSeq: 7 }, 7],
-    [{ lease: "fenced", deviceDoneSeq: 7 }, RELEASE_NONE],
+    [{ deviceSeq: 11 }, 11],
+    [{ mode: "sync-applied", deviceSeq: 11 }, 10],
+    [{ mode: "async", deviceSeq: 11 }, 11],
+    [{ granted: false, link: "down", deviceSeq: 7 }, 7],
+    [{ lease: "fenced", deviceSeq: 7 }, RELEASE_NONE],
     [{ link: "down" }, 8],
     [{ link: "snapshot" }, 8],
     [{ lease: "fenced" }, RELEASE_NONE],
@@ -65,7 +65,7 @@ describe("releasableSeq", () => {
         fc.nat(1000),
         fc.nat(1000),
         fc.nat(1000),
-        (mode, lease, link, appliedSeq, more, confirmedSeq, deviceDoneSeq) => {
+        (mode, lease, link, appliedSeq, more, confirmedSeq, deviceSeq) => {
           const receivedSeq = appliedSeq + more;
           const v: ReleaseView = {
             mode,
@@ -75,11 +75,11 @@ describe("releasableSeq", () => {
             appliedSeq,
             receivedSeq,
             confirmedSeq,
-            deviceDoneSeq,
+            deviceSeq,
           };
           const held = mode === "sync" ? receivedSeq : appliedSeq;
           expect(releasableSeq(v)).toBeLessThanOrEqual(Math.max(held, confirmedSeq));
-          expect(releasableSeq(v)).toBeLessThanOrEqual(deviceDoneSeq);
+          expect(releasableSeq(v)).toBeLessThanOrEqual(deviceSeq);
         },
       ),
     );

@@ -1,7 +1,7 @@
 // Which guest replies a primary may release (acknowledge), and when its standby may take over.
 // Pure functions of what the primary knows; the primary role evaluates them on every change.
 //
-// A reply leaves only once the primary's own device has its result (deviceDoneSeq) and the
+// A reply leaves only once the primary's own device has its result (deviceSeq) and the
 // mode's rule allows: async at once; sync once the standby *received* the entry (it applies
 // its whole received backlog before it may take over); sync-applied once it *applied* it.
 // The grant, the back-pressure and the lag bounds follow the applied seq.
@@ -54,8 +54,11 @@ export interface ReleaseView {
    * or applied (sync-applied) — see confirmedBy.
    */
   readonly confirmedSeq: number;
-  /** The primary's own device has completed every entry up to this seq. */
-  readonly deviceDoneSeq: number;
+  /**
+   * The highest seq whose work this primary's device has completed (DeviceProgress.doneSeq,
+   * issue #14): a reply never leaves before its result exists. Absent: all of it.
+   */
+  readonly deviceSeq?: number;
 }
 
 /** What the standby confirms by an ack, for the mode's release rule. */
@@ -81,7 +84,7 @@ export const RELEASE_NONE = -1;
  */
 export function releasableSeq(v: ReleaseView): number {
   if (v.lease === "fenced") return RELEASE_NONE;
-  return Math.min(v.deviceDoneSeq, replicatedSeq(v));
+  return Math.min(v.deviceSeq ?? RELEASE_ALL, replicatedSeq(v));
 }
 
 /** What the mode's rule alone allows (releasableSeq without the primary's device). */

@@ -23,7 +23,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
+import { Backend, digestOf } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
@@ -217,6 +217,8 @@ export class PrimaryRole implements Role {
   async stop(reason: string): Promise<void> {
     clearInterval(this.reapTimer);
     this.driver.stop(reason);
+    // A state handed over to the new primary stays this node's replica; else its device ends.
+    if (this.driver.handedOver() === undefined) this.backend.close();
   }
 
   serveGuest(stream: GuestStream): void {
@@ -354,8 +356,9 @@ export class PrimaryRole implements Role {
     return { equal: answer.equal, seq, primary: digest, standby: answer.digest };
   }
 
-  digest() {
-    return { seq: this.log.lastSeq, digest: computeDigest(this.backend) };
+  async digest() {
+    const seq = this.log.lastSeq;
+    return { seq, digest: await digestOf(this.backend) };
   }
 
   counts() {

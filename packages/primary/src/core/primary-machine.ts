@@ -74,11 +74,8 @@ export interface PrimaryFacts {
   readonly leaseThreadAckedMs: number | undefined;
   /** etcd mode: whether this node holds the leader key, and until when its lease holds. */
   readonly etcd: { readonly holding: boolean; readonly leaseEndMs: number } | undefined;
-  /**
-   * The primary's own device has completed every entry up to this seq (RELEASE_ALL: all
-   * work submitted so far, including that of store frames waiting for their page batch).
-   */
-  readonly deviceDoneSeq: number;
+  /** The highest seq whose device work is complete (ReleaseView.deviceSeq); absent: all. */
+  readonly deviceSeq?: number;
 }
 
 /** What the observer is told (logs, metrics, the simulator's checker). */
@@ -201,8 +198,8 @@ export class PrimaryMachine {
       granted: grantBinds(this.grant),
       appliedSeq: s.appliedSeq,
       receivedSeq: s.receivedSeq,
+      deviceSeq: f.deviceSeq,
       confirmedSeq: this.confirmedSeq,
-      deviceDoneSeq: f.deviceDoneSeq,
     };
   }
 

@@ -257,8 +257,9 @@ export class Sender {
         this.ackSnapshot(ack.snapshotChunk);
         this.lastProgressMs = nowMs;
       }
-      if (s.exhausted && s.unacked.length === 0) this.finishSnapshot(nowMs);
-      return;
+      if (!s.exhausted || s.unacked.length > 0) return;
+      this.finishSnapshot(nowMs);
+      // The same ack says how far the standby's device has applied the installed state.
     }
     if (this.state !== "streaming") return;
     // Nothing beyond the log can have been received: such an ack is not believed (it would
@@ -334,7 +335,8 @@ export class Sender {
     });
     this.lastSnapshot = { bytes: s.bytesSent, seconds: (nowMs - s.startedMs) / 1000 };
     this.state = "streaming";
-    this.appliedSeq = s.stream.atSeq;
+    // Received; applied once the standby's device has written the snapshot (its acks say).
+    this.appliedSeq = 0;
     this.receivedSeq = s.stream.atSeq;
     this.sentSeq = s.stream.atSeq;
     this.setLateSent(s.stream.atSeq);
@@ -417,6 +419,7 @@ export class Sender {
       this.lastProgressMs = nowMs;
     }
     while (!s.exhausted && s.unacked.length < this.options.snapshotWindowChunks) {
+      if (s.stream.ready?.() === false) break; // the device is reading it: polled again then
       const chunk = s.stream.next();
       if (chunk === undefined) {
         s.exhausted = true;

@@ -89,9 +89,17 @@ export class Sequencer {
     return this.pendingFrames.length > 0;
   }
 
+  /**
+   * Names the entry the device work submitted next belongs to: the seq the next entry gets
+   * (issue #14: DeviceProgress.beginSeq), so replies wait for their own work only.
+   */
+  private beginEntry(): void {
+    this.backend.progress.beginSeq(this.log.lastSeq + 1);
+  }
+
   openSession(id: string, tenant: string): ReturnType<Backend["openSession"]> {
     this.flushMmio();
-    this.beginNext();
+    this.beginEntry();
     const opened = this.backend.openSession(id, tenant);
     if ("code" in opened) return opened;
     this.append({ kind: "sessionOpen", sessionId: id, tenant });
@@ -102,19 +110,19 @@ export class Sequencer {
   closeSession(id: string, reason: SessionCloseReason = "guest"): number {
     if (!this.backend.sessions.has(id)) return 0;
     this.flushMmio();
-    this.beginNext();
+    this.beginEntry();
     this.backend.closeSession(id, reason);
     return this.append({ kind: "sessionClose", sessionId: id, reason });
   }
 
   applyFrame(session: Session, frame: Frame): Sequenced {
     if (frame.body.kind === "call") this.flushMmio();
-    // Store frames in per-page mode go out in the next page batch: that entry's seq too.
-    this.beginNext();
     const destroyed =
       frame.body.kind === "call" && frame.body.call.op === "contextDestroy"
         ? this.backend.boHandlesOf(frame.body.call.context)
         : [];
+    // Store frames in per-page mode go out in the next page batch: that entry's seq too.
+    this.beginEntry();
     const outcome = this.backend.applyFrame(session, frame);
     if (outcome.kind === "rejected") return { outcome, seq: 0 };
     if (outcome.kind === "duplicate") {
@@ -161,11 +169,6 @@ export class Sequencer {
     const seq = this.log.lastSeq + 1;
     if (this.pendingStoreBytes >= this.options.flushBytes) this.flushMmio();
     return { outcome, seq };
-  }
-
-  /** Device work submitted from now on belongs to the next entry appended. */
-  private beginNext(): void {
-    this.backend.progress.beginSeq(this.log.lastSeq + 1);
   }
 
   /** Cuts the pending page batch into one entry; the seq of that entry, or 0 if none. */

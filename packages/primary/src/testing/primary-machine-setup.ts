@@ -48,7 +48,7 @@ export class MachineSetup {
   etcd: { holding: boolean; leaseEndMs: number } | undefined;
   leaseThreadAckedMs: number | undefined;
   /** The primary's device: done with everything unless a test says otherwise. */
-  deviceDoneSeq = Number.POSITIVE_INFINITY;
+  deviceSeq = Number.POSITIVE_INFINITY;
 
   constructor(overrides: Partial<PrimaryMachineOptions> = {}, epoch = 1) {
     this.sender = new Sender(
@@ -69,7 +69,7 @@ export class MachineSetup {
       applied: this.applied,
       leaseThreadAckedMs: this.leaseThreadAckedMs,
       etcd: this.etcd,
-      deviceDoneSeq: this.deviceDoneSeq,
+      deviceSeq: this.deviceSeq,
     };
   }
 

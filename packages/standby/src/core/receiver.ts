@@ -278,6 +278,7 @@ export class Receiver {
   }
 
   private replaceBackend(backend: Backend, seq: number): void {
+    if (this.backend !== backend) this.backend?.close(); // the replaced replica's device thread ends
     this.backend = backend;
     this.receivedSeq = seq;
     this.ackedAppliedSeq = 0;
@@ -362,6 +363,7 @@ export class Receiver {
   private onChunk(chunk: SnapshotChunk): StandbyMessage[] {
     if (chunk.index === 0 && chunk.snapshotId > this.newestSnapshotId) {
       this.newestSnapshotId = chunk.snapshotId;
+      this.sink?.close();
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
       this.state = "snapshot";
       this.granted = false;
@@ -382,6 +384,7 @@ export class Receiver {
     }
     const failure = sink.accept(chunk);
     if (failure) {
+      sink.close();
       this.sink = undefined;
       this.state = "empty";
       return [
