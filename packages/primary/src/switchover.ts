@@ -1,8 +1,8 @@
 // The planned switchover's driver: carries out core/primary-switchover.ts's states over the
 // timers (a 2 ms poll while draining, a deadline while handing over) and computes the digests
-// (off the pure machine: they read the whole backend).
+// (off the pure machine: they read the whole backend, hashed by the device: digestWhenDone).
 import { type Clock, ErrorCode, type TimerHandle, type Timers } from "@vgpu-ha/common";
-import { computeDigest } from "@vgpu-ha/gpu-model";
+import { digestWhenDone } from "@vgpu-ha/gpu-model";
 import type { PrimaryMachine } from "./core/primary-machine.js";
 import {
   beginSwitchover,
@@ -43,7 +43,8 @@ export class Switchover {
   private readonly deps: SwitchoverDeps;
   private state: SwitchoverState = SWITCHOVER_IDLE;
   private settled: ((outcome: SwitchoverOutcome) => void) | undefined;
-  private earlyDigest = "";
+  /** The digest at the announced seq, once the device has hashed it. */
+  private earlyDigest: { readonly lastSeq: number; digest: string | undefined } | undefined;
   private timer: TimerHandle | undefined;
 
   constructor(deps: SwitchoverDeps) {
@@ -70,7 +71,11 @@ export class Switchover {
     this.state = beginSwitchover(clock.monotonicMs(), timeoutMs, sequencer.log.lastSeq);
     sender.handover("");
     this.deps.pumpNow();
-    this.earlyDigest = computeDigest(sequencer.backend).state;
+    const early = { lastSeq: sequencer.log.lastSeq, digest: undefined as string | undefined };
+    this.earlyDigest = early;
+    digestWhenDone(sequencer.backend, (d) => {
+      early.digest = d.state;
+    });
     this.poll();
     return undefined;
   }
@@ -95,13 +100,27 @@ export class Switchover {
       this.fail(step.why);
       return;
     }
-    const digest = step.reuseDigest ? this.earlyDigest : computeDigest(sequencer.backend).state;
-    this.state = handOver(this.state, clock.monotonicMs(), step.lastSeq, digest);
+    const early = this.earlyDigest;
+    if (step.reuseDigest && early?.lastSeq === step.lastSeq && early.digest !== undefined) {
+      this.handOverWith(step.lastSeq, early.digest);
+      return;
+    }
+    // The digest at the drained seq, once the device has hashed it (nothing moves: guests wait).
+    const state = this.state;
+    digestWhenDone(sequencer.backend, (d) => {
+      if (this.state === state && !machine.stopped) this.handOverWith(step.lastSeq, d.state);
+    });
+  }
+
+  /** Drained and digested: the handover goes out; the standby has until the deadline. */
+  private handOverWith(lastSeq: number, digest: string): void {
+    const { machine, clock } = this.deps;
+    this.state = handOver(this.state, clock.monotonicMs(), lastSeq, digest);
     const deadlineMs = this.state.phase === "handing" ? this.state.deadlineMs : 0;
     this.timer = this.deps.timers.setTimeout(deadlineMs - clock.monotonicMs(), () =>
       this.fail("the standby did not take over", ErrorCode.STANDBY_TIMED_OUT),
     );
-    this.deps.observer.handingOver(step.lastSeq, digest);
+    this.deps.observer.handingOver(lastSeq, digest);
     machine.sender.handover(digest);
     this.deps.pumpNow();
   }

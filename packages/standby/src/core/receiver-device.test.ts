@@ -233,3 +233,54 @@ describe("late results", () => {
     expect(r.state).toBe("replica");
   });
 });
+
+describe("a handover's digest", () => {
+  const handover = (lastSeq: number, digest: string): PrimaryMessage => ({
+    kind: "handover",
+    epoch: 1,
+    lastSeq,
+    digest,
+  });
+
+  it("is taken through the device: the acceptance goes out once it has hashed the replica", () => {
+    const p = new Primary();
+    const { r, device } = standby();
+    r.step(batch(p.entries));
+    device.complete();
+    r.poll();
+    const primaryDigest = computeDigest(p.backend).state;
+    expect(r.step(handover(4, ""))).toHaveLength(1); // announced: ours is being hashed
+    const early = r.step(handover(4, primaryDigest));
+    expect(early.some((m) => m.kind === "ack" && m.handoverAccepted)).toBe(false);
+    device.complete();
+    const later = r.poll();
+    expect(later.some((m) => m.kind === "ack" && m.handoverAccepted)).toBe(true);
+    expect(r.eligible).toBe(true);
+    expect(r.takeEvents().map((e) => e.kind)).toContain("handover");
+  });
+
+  it("at once when the announced digest is in; a differing one is divergence", () => {
+    const p = new Primary();
+    const { r, device } = standby();
+    r.step(batch(p.entries));
+    device.complete();
+    r.step(handover(4, ""));
+    device.complete();
+    const out = r.step(handover(4, "0".repeat(64)));
+    expect(r.state).toBe("diverged");
+    expect(out.some((m) => m.kind === "resync")).toBe(true);
+  });
+
+  it("waits for the device's backlog (the digest is hashed after it), and is refused short of the seq", () => {
+    const p = new Primary();
+    const { r, device } = standby();
+    r.step(batch(p.entries.slice(0, 3)));
+    r.step(handover(4, computeDigest(p.backend).state));
+    expect(r.takeEvents().map((e) => e.kind)).toContain("handoverRefused");
+    r.step(batch(p.entries));
+    const out = r.step(handover(4, computeDigest(p.backend).state));
+    expect(out.some((m) => m.kind === "ack" && m.handoverAccepted)).toBe(false);
+    device.complete();
+    expect(r.poll().some((m) => m.kind === "ack" && m.handoverAccepted)).toBe(true);
+  });
+});

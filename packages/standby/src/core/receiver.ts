@@ -21,7 +21,7 @@ import type {
 } from "@vgpu-ha/common/core";
 import { ErrorCode } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
-import { computeDigest, digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
+import { digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry } from "./applier.js";
 import { LateChecks, type LateOutcome } from "./late-checks.js";
 
@@ -87,8 +87,16 @@ export class Receiver {
    */
   get appliedSeq(): number {
     const b = this.backend;
-    return b === undefined ? this.receivedSeq : b.progress.doneSeq(this.receivedSeq);
+    if (b === undefined) return this.receivedSeq;
+    // Never backwards: work queued later under the same seq tag (a digest's hashing) is not
+    // the entry's own work, which was complete once the device said so.
+    const done = b.progress.doneSeq(this.receivedSeq);
+    if (done > this.appliedHigh) this.appliedHigh = done;
+    return this.appliedHigh;
   }
+
+  /** The highest applied seq the device reported for this backend. */
+  private appliedHigh = 0;
 
   /** Late comparisons still open (waiting for our device or the primary's result). */
   get openLateChecks(): number {
@@ -115,7 +123,11 @@ export class Receiver {
    */
   granted = false;
   /** A handover announced at this seq, with this replica's digest there. */
-  private announcedHandover: { readonly lastSeq: number; readonly digest: string } | undefined;
+  private announcedHandover:
+    | { readonly lastSeq: number; readonly digest: string | undefined }
+    | undefined;
+  /** A handover whose digest came before ours was taken: answered once it is. */
+  private pendingHandover: { readonly lastSeq: number; readonly digest: string } | undefined;
 
   /** Eligible to take over: a complete replica that has not diverged and holds the grant. */
   get eligible(): boolean {
@@ -213,24 +225,50 @@ export class Receiver {
    * (same last seq, equal digest). A refusal is reported; a differing digest is divergence.
    */
   private onHandover(lastSeq: number, digest: string): StandbyMessage[] {
+    // Everything up to lastSeq received; the digest, hashed after it on the device, is taken
+    // once all of it is applied (the device's own hashing may hold its done seq meanwhile).
+    const ready = this.state === "replica" && this.receivedSeq === lastSeq;
     if (digest === "") {
-      // Announced: compute ours now, while the primary computes its own.
-      const ready = this.state === "replica" && this.appliedSeq === lastSeq;
-      this.announcedHandover = ready
-        ? { lastSeq, digest: computeDigest(this.backend!).state }
-        : undefined;
+      // Announced: take ours now (the device hashes it), while the primary takes its own.
+      this.announcedHandover = undefined;
+      this.pendingHandover = undefined;
+      if (ready) this.digestAt(lastSeq);
       return [this.ack()];
     }
-    if (this.state !== "replica" || this.appliedSeq !== lastSeq) {
-      const detail = `state ${this.state}, applied ${this.appliedSeq} of ${lastSeq}`;
+    if (!ready) {
+      const detail = `state ${this.state}, received ${this.receivedSeq} of ${lastSeq}`;
       this.events.push({ kind: "handoverRefused", seq: this.appliedSeq, detail });
       return [this.ack()];
     }
     const announced = this.announcedHandover;
+    if (announced?.lastSeq === lastSeq && announced.digest !== undefined) {
+      return this.handOver(lastSeq, digest, announced.digest);
+    }
+    // Ours is not there yet: the answer goes out once the device has hashed it (poll()).
+    this.pendingHandover = { lastSeq, digest };
+    if (announced?.lastSeq !== lastSeq) this.digestAt(lastSeq);
+    return [this.ack()];
+  }
+
+  /** Takes this replica's digest at `lastSeq` (all of it applied) through the device. */
+  private digestAt(lastSeq: number): void {
+    const generation = this.generation;
+    this.announcedHandover = { lastSeq, digest: undefined };
+    digestWhenDone(this.backend!, (d) => {
+      const announced = this.announcedHandover;
+      if (generation !== this.generation || announced?.lastSeq !== lastSeq) return;
+      this.announcedHandover = { lastSeq, digest: d.state };
+      const pending = this.pendingHandover;
+      if (pending?.lastSeq !== lastSeq || this.state !== "replica") return;
+      this.outbox.push(...this.handOver(lastSeq, pending.digest, d.state));
+    });
+  }
+
+  /** Both digests are in: take over as an exact replica, or diverge. */
+  private handOver(lastSeq: number, theirs: string, mine: string): StandbyMessage[] {
     this.announcedHandover = undefined;
-    const mine =
-      announced?.lastSeq === lastSeq ? announced.digest : computeDigest(this.backend!).state;
-    if (mine !== digest) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
+    this.pendingHandover = undefined;
+    if (mine !== theirs) return this.diverge(lastSeq, `digest ${mine} differs at handover`);
     this.events.push({ kind: "handover", seq: lastSeq, detail: "digests equal" });
     this.granted = true; // an exact replica of everything: the handover is the grant
     return [{ ...this.ack(), handoverAccepted: true }];
@@ -282,6 +320,7 @@ export class Receiver {
     this.backend = backend;
     this.receivedSeq = seq;
     this.ackedAppliedSeq = 0;
+    this.appliedHigh = 0;
     this.generation++;
     this.late.clear();
   }
@@ -354,6 +393,7 @@ export class Receiver {
     this.late.clear();
     this.granted = false;
     this.announcedHandover = undefined;
+    this.pendingHandover = undefined;
     this.divergences++;
     this.events.push({ kind: "divergence", seq, detail });
     const ack = this.ack();
@@ -368,6 +408,7 @@ export class Receiver {
       this.state = "snapshot";
       this.granted = false;
       this.announcedHandover = undefined;
+      this.pendingHandover = undefined;
       this.events.push({
         kind: "snapshotStarted",
         seq: chunk.atSeq,
