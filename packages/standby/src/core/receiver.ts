@@ -346,7 +346,6 @@ export class Receiver {
           },
         ];
       }
-      backend.progress.beginSeq(entry.seq);
       const result = (this.options.apply ?? applyEntry)(backend, entry);
       if (!result.ok) return this.diverge(entry.seq, result.divergence);
       this.receivedSeq = entry.seq;
