@@ -165,6 +165,11 @@ export class Receiver {
   }
 
   step(message: PrimaryMessage): StandbyMessage[] {
+    // What the device produced meanwhile (possibly during this very step) goes out with it.
+    return this.withOutbox(this.answer(message));
+  }
+
+  private answer(message: PrimaryMessage): StandbyMessage[] {
     if (message.epoch < this.epoch) {
       this.events.push({
         kind: "staleEpoch",
@@ -211,7 +216,7 @@ export class Receiver {
         if (message.lateResults && this.state === "replica") {
           for (const r of message.lateResults) this.settle(this.late.theirs(r, this.receivedSeq));
         }
-        return this.withOutbox(out);
+        return out;
       }
       case "snapshot":
         return this.onChunk(message.chunk);
