@@ -1,9 +1,10 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|all`.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|all`.
 // Each prints a table and writes bench/results/<name>.json.
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
+import { runKernelSpeed } from "./kernel-speed.js";
 import { runReplication } from "./replication.js";
 
 const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
@@ -12,6 +13,7 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["replication", runReplication],
   ["failover", runFailover],
   ["hot-paths", runHotPaths],
+  ["kernel-speed", runKernelSpeed],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;
