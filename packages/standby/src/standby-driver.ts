@@ -3,6 +3,7 @@
 // StandbyLink. The daemon (packages/daemon/src/roles/standby-role.ts) and the failover
 // simulator (test/sim/failover) both run this class, each with its own ports.
 import type {
+  FaultedFrame,
   LeaseTerms,
   Link,
   PrimaryMessage,
@@ -50,6 +51,8 @@ export interface StandbyDriverDeps<G, V extends EtcdReading> {
 export interface StandbyTakeover {
   readonly backend: Backend;
   readonly lastSeq: number;
+  /** Frames the old primary's failed device was running: never run again (DEVICE_FAULT). */
+  readonly faultedFrames?: readonly FaultedFrame[];
 }
 
 export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
@@ -165,8 +168,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
    * (an operator's choice, or the last state left), whatever state there is, or an empty one.
    */
   takeover(force = false): StandbyTakeover | undefined {
-    const { backend, appliedSeq } = this.receiver;
-    if (backend && (this.receiver.eligible || force)) return { backend, lastSeq: appliedSeq };
+    const { backend, appliedSeq, faultedFrames } = this.receiver;
+    if (backend && (this.receiver.eligible || force)) {
+      return { backend, lastSeq: appliedSeq, faultedFrames: [...faultedFrames] };
+    }
     if (!force) return undefined;
     return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: appliedSeq };
   }

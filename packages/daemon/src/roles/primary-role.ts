@@ -8,6 +8,7 @@
 import {
   type DiscardedWork,
   decodePrimaryMessage,
+  type FaultedFrame,
   encodeStandbyMessage,
   type GuestLink,
   grpcGuestLink,
@@ -56,6 +57,8 @@ const CLOSE_WAIT_MS = 5_000;
 export interface Takeover {
   readonly backend: Backend;
   readonly lastSeq: number;
+  /** Frames the old primary's failed device was running: answered DEVICE_FAULT if re-sent. */
+  readonly faultedFrames?: readonly FaultedFrame[];
 }
 
 export class PrimaryRole implements Role {
@@ -159,6 +162,7 @@ export class PrimaryRole implements Role {
       takeover !== undefined,
     );
     this.guests = guests!;
+    this.driver.sequencer.faultFrames(takeover?.faultedFrames ?? []);
   }
 
   private guestService(hooks: GuestHooks): GuestService {

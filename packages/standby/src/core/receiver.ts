@@ -5,6 +5,7 @@
 import type {
   CheckpointResult,
   Entry,
+  FaultedFrame,
   NodeVersion,
   PrimaryMessage,
   SnapshotChunk,
@@ -25,6 +26,9 @@ export interface ReceiverOptions {
   readonly apply?: (backend: Backend, entry: Entry) => ApplyResult;
 }
 
+/** Faulted frames kept at most (a bound: a primary names a handful, once). */
+const FAULTED_FRAMES_MAX = 64;
+
 export type ReceiverState = "empty" | "snapshot" | "replica" | "diverged";
 
 export interface ReceiverEvent {
@@ -35,7 +39,8 @@ export interface ReceiverEvent {
     | "staleEpoch"
     | "gap"
     | "handover"
-    | "handoverRefused";
+    | "handoverRefused"
+    | "deviceFault";
   readonly seq: number;
   readonly detail: string;
 }
@@ -61,6 +66,8 @@ export class Receiver {
   readonly events: ReceiverEvent[] = [];
   /** Entries applied since the last count read, by kind (for metrics). */
   appliedEntries = 0;
+  /** Frames a failed primary device was running (its DeviceFault), newest last. */
+  readonly faultedFrames: FaultedFrame[] = [];
 
   constructor(options: ReceiverOptions, epoch: number) {
     this.options = options;
@@ -154,7 +161,28 @@ export class Receiver {
         return this.onChunk(message.chunk);
       case "handover":
         return this.onHandover(message.lastSeq, message.digest);
+      case "deviceFault":
+        return this.onDeviceFault(message.frames, message.reason);
     }
+  }
+
+  /**
+   * The primary's device failed while these frames' device work ran: kept for the promotion,
+   * where a frame this replica does not have yet is answered DEVICE_FAULT, never run again.
+   * A frame it has applied keeps the reply it cached (its device ran the frame).
+   */
+  private onDeviceFault(frames: readonly FaultedFrame[], reason: string): StandbyMessage[] {
+    for (const f of frames) {
+      if (this.faultedFrames.length >= FAULTED_FRAMES_MAX) this.faultedFrames.shift();
+      this.faultedFrames.push(f);
+    }
+    const named = frames.map((f) => `${f.sessionId}#${f.frame} (seq ${f.seq})`).join(", ");
+    this.events.push({
+      kind: "deviceFault",
+      seq: this.appliedSeq,
+      detail: `${reason}; in flight: ${named || "no guest frame"}`,
+    });
+    return [this.ack()];
   }
 
   /**

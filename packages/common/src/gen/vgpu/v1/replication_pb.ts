@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file vgpu/v1/replication.proto.
  */
 export const file_vgpu_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQi8wEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAQgYKBGtpbmQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNIj0KCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMImAKCUhlYXJ0YmVhdBIPCgdzZW50X3VzGAEgASgEEhAKCGxhc3Rfc2VxGAIgASgEEhQKDHN5bmNfcmVwbGljYRgDIAEoCBIaChJtYWludGVuYW5jZV9wYXVzZWQYBCABKAgitgIKBUVudHJ5EgsKA3NlcRgBIAEoBBIiCgRjYWxsGAIgASgLMhIudmdwdS52MS5DYWxsRW50cnlIABItCgptbWlvX3BhZ2VzGAMgASgLMhcudmdwdS52MS5NbWlvUGFnZXNFbnRyeUgAEi0KCm1taW9fc3RvcmUYBCABKAsyFy52Z3B1LnYxLk1taW9TdG9yZUVudHJ5SAASMQoMc2Vzc2lvbl9vcGVuGAUgASgLMhkudmdwdS52MS5TZXNzaW9uT3BlbkVudHJ5SAASMwoNc2Vzc2lvbl9jbG9zZRgGIAEoCzIaLnZncHUudjEuU2Vzc2lvbkNsb3NlRW50cnlIABIuCgpjaGVja3BvaW50GAcgASgLMhgudmdwdS52MS5DaGVja3BvaW50RW50cnlIAEIGCgRraW5kIpoBCglDYWxsRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBIbCgRjYWxsGAMgASgLMg0udmdwdS52MS5DYWxsEiUKB2hhbmRsZXMYBCABKAsyFC52Z3B1LnYxLkhhbmRsZURlbHRhEiYKBnJlc3VsdBgFIAEoCzIWLnZncHUudjEuUmVzdWx0U3VtbWFyeSKPAQoLSGFuZGxlRGVsdGESGAoQY29udGV4dHNfY3JlYXRlZBgBIAMoDRIaChJjb250ZXh0c19kZXN0cm95ZWQYAiADKA0SJAoMYm9zX2Fzc2lnbmVkGAMgAygLMg4udmdwdS52MS5Cb1JlZhIkCgxib3NfcmVsZWFzZWQYBCADKAsyDi52Z3B1LnYxLkJvUmVmIiQKBUJvUmVmEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0iSAoNUmVzdWx0U3VtbWFyeRIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSFQoNb3V0cHV0X2RpZ2VzdBgCIAEoDCJZCg5NbWlvUGFnZXNFbnRyeRIhCgVwYWdlcxgBIAMoCzISLnZncHUudjEuUGFnZVdyaXRlEiQKBmZyYW1lcxgCIAMoCzIULnZncHUudjEuRnJhbWVSZWNvcmQiXgoJUGFnZVdyaXRlEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKcGFnZV9pbmRleBgDIAEoDRIgCgdleHRlbnRzGAQgAygLMg8udmdwdS52MS5FeHRlbnQiLgoGRXh0ZW50EhYKDm9mZnNldF9pbl9wYWdlGAEgASgNEgwKBGRhdGEYAiABKAwicQoOTW1pb1N0b3JlRW50cnkSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRIOCgZvZmZzZXQYAyABKAQSDAoEZGF0YRgEIAEoDBIkCgZmcmFtZXMYBSADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkImMKC0ZyYW1lUmVjb3JkEhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSIAoEY29kZRgDIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYBCABKAkiNgoQU2Vzc2lvbk9wZW5FbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSJUChFTZXNzaW9uQ2xvc2VFbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEisKBnJlYXNvbhgCIAEoDjIbLnZncHUudjEuU2Vzc2lvbkNsb3NlUmVhc29uIjUKD0NoZWNrcG9pbnRFbnRyeRIOCgZkaWdlc3QYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoBCKdAQoNU25hcHNob3RDaHVuaxITCgtzbmFwc2hvdF9pZBgBIAEoBBIOCgZhdF9zZXEYAiABKAQSDQoFaW5kZXgYAyABKA0SDAoEbGFzdBgEIAEoCBIjCgRtZXRhGAUgASgLMhUudmdwdS52MS5TbmFwc2hvdE1ldGESJQoFcGFnZXMYBiADKAsyFi52Z3B1LnYxLlNuYXBzaG90UGFnZXMingEKDFNuYXBzaG90TWV0YRIbChNuZXh0X2NvbnRleHRfaGFuZGxlGAEgASgNEioKCGNvbnRleHRzGAIgAygLMhgudmdwdS52MS5TbmFwc2hvdENvbnRleHQSKgoIc2Vzc2lvbnMYAyADKAsyGC52Z3B1LnYxLlNuYXBzaG90U2Vzc2lvbhIZChF0b3RhbF9jaHVua3NfaGludBgEIAEoBCKUAQoPU25hcHNob3RDb250ZXh0Eg4KBmhhbmRsZRgBIAEoDRIOCgZ0ZW5hbnQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIWCg5uZXh0X2JvX2hhbmRsZRgEIAEoDRITCgtmZW5jZV92YWx1ZRgFIAEoBBIgCgNib3MYBiADKAsyEy52Z3B1LnYxLlNuYXBzaG90Qm8iQAoKU25hcHNob3RCbxIOCgZoYW5kbGUYASABKA0SEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZtYXBwZWQYAyABKAgicgoPU25hcHNob3RTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEhIKCmxhc3RfZnJhbWUYAyABKAQSJwoHcmVwbGllcxgEIAMoCzIWLnZncHUudjEuU25hcHNob3RSZXBseSJDCg1TbmFwc2hvdFJlcGx5Eg0KBWZyYW1lGAEgASgEEiMKBnJlc3VsdBgCIAEoCzITLnZncHUudjEuQ2FsbFJlc3VsdCJOCg1TbmFwc2hvdFBhZ2VzEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKZmlyc3RfcGFnZRgDIAEoDRIMCgRkYXRhGAQgASgMIsIBCg5TdGFuZGJ5TWVzc2FnZRINCgVlcG9jaBgBIAEoBBImCgVoZWxsbxgCIAEoCzIVLnZncHUudjEuU3RhbmRieUhlbGxvSAASGwoDYWNrGAMgASgLMgwudmdwdS52MS5BY2tIABIoCgZyZXN5bmMYBCABKAsyFi52Z3B1LnYxLlJlc3luY1JlcXVlc3RIABIqCgVlcnJvchgFIAEoCzIZLnZncHUudjEuUmVwbGljYXRpb25FcnJvckgAQgYKBGtpbmQitAEKDFN0YW5kYnlIZWxsbxISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZW1wdHkYAyABKAgSGAoQbGFzdF9hcHBsaWVkX3NlcRgEIAEoBBITCgtzbmFwc2hvdF9pZBgFIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgGIAEoDRIPCgd2ZXJzaW9uGAcgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YCCABKA0irQEKA0FjaxITCgthcHBsaWVkX3NlcRgBIAEoBBITCgtzbmFwc2hvdF9pZBgCIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgDIAEoDRIZChFoZWFydGJlYXRfc2VudF91cxgEIAEoBBIuCgtjaGVja3BvaW50cxgFIAMoCzIZLnZncHUudjEuQ2hlY2twb2ludFJlc3VsdBIZChFoYW5kb3Zlcl9hY2NlcHRlZBgGIAEoCCJSChBDaGVja3BvaW50UmVzdWx0EhIKCnJlcXVlc3RfaWQYASABKAQSCwoDc2VxGAIgASgEEg0KBWVxdWFsGAMgASgIEg4KBmRpZ2VzdBgEIAEoCSJYCg1SZXN5bmNSZXF1ZXN0EiUKBnJlYXNvbhgBIAEoDjIVLnZncHUudjEuUmVzeW5jUmVhc29uEhAKCGZyb21fc2VxGAIgASgEEg4KBmRldGFpbBgDIAEoCSJFChBSZXBsaWNhdGlvbkVycm9yEiAKBGNvZGUYASABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAIgASgJKlMKCE5vZGVSb2xlEhkKFU5PREVfUk9MRV9VTlNQRUNJRklFRBAAEhUKEU5PREVfUk9MRV9QUklNQVJZEAESFQoRTk9ERV9ST0xFX1NUQU5EQlkQAip2ChJTZXNzaW9uQ2xvc2VSZWFzb24SHgoaU0VTU0lPTl9DTE9TRV9SRUFTT05fR1VFU1QQABIdChlTRVNTSU9OX0NMT1NFX1JFQVNPTl9JRExFEAESIQodU0VTU0lPTl9DTE9TRV9SRUFTT05fT1BFUkFUT1IQAipgCgxSZXN5bmNSZWFzb24SHQoZUkVTWU5DX1JFQVNPTl9VTlNQRUNJRklFRBAAEhUKEVJFU1lOQ19SRUFTT05fR0FQEAESGgoWUkVTWU5DX1JFQVNPTl9ESVZFUkdFRBACMoUBCgtSZXBsaWNhdGlvbhI+CgZTdHJlYW0SFy52Z3B1LnYxLlByaW1hcnlNZXNzYWdlGhcudmdwdS52MS5TdGFuZGJ5TWVzc2FnZSgBMAESNgoFUHJvYmUSFS52Z3B1LnYxLlByb2JlUmVxdWVzdBoWLnZncHUudjEuUHJvYmVSZXNwb25zZWIGcHJvdG8z", [file_vgpu_v1_types]);
+  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQioQIKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAEiwKDGRldmljZV9mYXVsdBgQIAEoCzIULnZncHUudjEuRGV2aWNlRmF1bHRIAEIGCgRraW5kIkQKC0RldmljZUZhdWx0EiUKBmZyYW1lcxgBIAMoCzIVLnZncHUudjEuRmF1bHRlZEZyYW1lEg4KBnJlYXNvbhgCIAEoCSI+CgxGYXVsdGVkRnJhbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBILCgNzZXEYAyABKAQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNIj0KCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMImAKCUhlYXJ0YmVhdBIPCgdzZW50X3VzGAEgASgEEhAKCGxhc3Rfc2VxGAIgASgEEhQKDHN5bmNfcmVwbGljYRgDIAEoCBIaChJtYWludGVuYW5jZV9wYXVzZWQYBCABKAgitgIKBUVudHJ5EgsKA3NlcRgBIAEoBBIiCgRjYWxsGAIgASgLMhIudmdwdS52MS5DYWxsRW50cnlIABItCgptbWlvX3BhZ2VzGAMgASgLMhcudmdwdS52MS5NbWlvUGFnZXNFbnRyeUgAEi0KCm1taW9fc3RvcmUYBCABKAsyFy52Z3B1LnYxLk1taW9TdG9yZUVudHJ5SAASMQoMc2Vzc2lvbl9vcGVuGAUgASgLMhkudmdwdS52MS5TZXNzaW9uT3BlbkVudHJ5SAASMwoNc2Vzc2lvbl9jbG9zZRgGIAEoCzIaLnZncHUudjEuU2Vzc2lvbkNsb3NlRW50cnlIABIuCgpjaGVja3BvaW50GAcgASgLMhgudmdwdS52MS5DaGVja3BvaW50RW50cnlIAEIGCgRraW5kIpoBCglDYWxsRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBIbCgRjYWxsGAMgASgLMg0udmdwdS52MS5DYWxsEiUKB2hhbmRsZXMYBCABKAsyFC52Z3B1LnYxLkhhbmRsZURlbHRhEiYKBnJlc3VsdBgFIAEoCzIWLnZncHUudjEuUmVzdWx0U3VtbWFyeSKPAQoLSGFuZGxlRGVsdGESGAoQY29udGV4dHNfY3JlYXRlZBgBIAMoDRIaChJjb250ZXh0c19kZXN0cm95ZWQYAiADKA0SJAoMYm9zX2Fzc2lnbmVkGAMgAygLMg4udmdwdS52MS5Cb1JlZhIkCgxib3NfcmVsZWFzZWQYBCADKAsyDi52Z3B1LnYxLkJvUmVmIiQKBUJvUmVmEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0iSAoNUmVzdWx0U3VtbWFyeRIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSFQoNb3V0cHV0X2RpZ2VzdBgCIAEoDCJZCg5NbWlvUGFnZXNFbnRyeRIhCgVwYWdlcxgBIAMoCzISLnZncHUudjEuUGFnZVdyaXRlEiQKBmZyYW1lcxgCIAMoCzIULnZncHUudjEuRnJhbWVSZWNvcmQiXgoJUGFnZVdyaXRlEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKcGFnZV9pbmRleBgDIAEoDRIgCgdleHRlbnRzGAQgAygLMg8udmdwdS52MS5FeHRlbnQiLgoGRXh0ZW50EhYKDm9mZnNldF9pbl9wYWdlGAEgASgNEgwKBGRhdGEYAiABKAwicQoOTW1pb1N0b3JlRW50cnkSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRIOCgZvZmZzZXQYAyABKAQSDAoEZGF0YRgEIAEoDBIkCgZmcmFtZXMYBSADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkImMKC0ZyYW1lUmVjb3JkEhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSIAoEY29kZRgDIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYBCABKAkiNgoQU2Vzc2lvbk9wZW5FbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSJUChFTZXNzaW9uQ2xvc2VFbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEisKBnJlYXNvbhgCIAEoDjIbLnZncHUudjEuU2Vzc2lvbkNsb3NlUmVhc29uIjUKD0NoZWNrcG9pbnRFbnRyeRIOCgZkaWdlc3QYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoBCKdAQoNU25hcHNob3RDaHVuaxITCgtzbmFwc2hvdF9pZBgBIAEoBBIOCgZhdF9zZXEYAiABKAQSDQoFaW5kZXgYAyABKA0SDAoEbGFzdBgEIAEoCBIjCgRtZXRhGAUgASgLMhUudmdwdS52MS5TbmFwc2hvdE1ldGESJQoFcGFnZXMYBiADKAsyFi52Z3B1LnYxLlNuYXBzaG90UGFnZXMingEKDFNuYXBzaG90TWV0YRIbChNuZXh0X2NvbnRleHRfaGFuZGxlGAEgASgNEioKCGNvbnRleHRzGAIgAygLMhgudmdwdS52MS5TbmFwc2hvdENvbnRleHQSKgoIc2Vzc2lvbnMYAyADKAsyGC52Z3B1LnYxLlNuYXBzaG90U2Vzc2lvbhIZChF0b3RhbF9jaHVua3NfaGludBgEIAEoBCKUAQoPU25hcHNob3RDb250ZXh0Eg4KBmhhbmRsZRgBIAEoDRIOCgZ0ZW5hbnQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIWCg5uZXh0X2JvX2hhbmRsZRgEIAEoDRITCgtmZW5jZV92YWx1ZRgFIAEoBBIgCgNib3MYBiADKAsyEy52Z3B1LnYxLlNuYXBzaG90Qm8iQAoKU25hcHNob3RCbxIOCgZoYW5kbGUYASABKA0SEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZtYXBwZWQYAyABKAgicgoPU25hcHNob3RTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEhIKCmxhc3RfZnJhbWUYAyABKAQSJwoHcmVwbGllcxgEIAMoCzIWLnZncHUudjEuU25hcHNob3RSZXBseSJDCg1TbmFwc2hvdFJlcGx5Eg0KBWZyYW1lGAEgASgEEiMKBnJlc3VsdBgCIAEoCzITLnZncHUudjEuQ2FsbFJlc3VsdCJOCg1TbmFwc2hvdFBhZ2VzEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKZmlyc3RfcGFnZRgDIAEoDRIMCgRkYXRhGAQgASgMIsIBCg5TdGFuZGJ5TWVzc2FnZRINCgVlcG9jaBgBIAEoBBImCgVoZWxsbxgCIAEoCzIVLnZncHUudjEuU3RhbmRieUhlbGxvSAASGwoDYWNrGAMgASgLMgwudmdwdS52MS5BY2tIABIoCgZyZXN5bmMYBCABKAsyFi52Z3B1LnYxLlJlc3luY1JlcXVlc3RIABIqCgVlcnJvchgFIAEoCzIZLnZncHUudjEuUmVwbGljYXRpb25FcnJvckgAQgYKBGtpbmQitAEKDFN0YW5kYnlIZWxsbxISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZW1wdHkYAyABKAgSGAoQbGFzdF9hcHBsaWVkX3NlcRgEIAEoBBITCgtzbmFwc2hvdF9pZBgFIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgGIAEoDRIPCgd2ZXJzaW9uGAcgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YCCABKA0irQEKA0FjaxITCgthcHBsaWVkX3NlcRgBIAEoBBITCgtzbmFwc2hvdF9pZBgCIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgDIAEoDRIZChFoZWFydGJlYXRfc2VudF91cxgEIAEoBBIuCgtjaGVja3BvaW50cxgFIAMoCzIZLnZncHUudjEuQ2hlY2twb2ludFJlc3VsdBIZChFoYW5kb3Zlcl9hY2NlcHRlZBgGIAEoCCJSChBDaGVja3BvaW50UmVzdWx0EhIKCnJlcXVlc3RfaWQYASABKAQSCwoDc2VxGAIgASgEEg0KBWVxdWFsGAMgASgIEg4KBmRpZ2VzdBgEIAEoCSJYCg1SZXN5bmNSZXF1ZXN0EiUKBnJlYXNvbhgBIAEoDjIVLnZncHUudjEuUmVzeW5jUmVhc29uEhAKCGZyb21fc2VxGAIgASgEEg4KBmRldGFpbBgDIAEoCSJFChBSZXBsaWNhdGlvbkVycm9yEiAKBGNvZGUYASABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAIgASgJKlMKCE5vZGVSb2xlEhkKFU5PREVfUk9MRV9VTlNQRUNJRklFRBAAEhUKEU5PREVfUk9MRV9QUklNQVJZEAESFQoRTk9ERV9ST0xFX1NUQU5EQlkQAip2ChJTZXNzaW9uQ2xvc2VSZWFzb24SHgoaU0VTU0lPTl9DTE9TRV9SRUFTT05fR1VFU1QQABIdChlTRVNTSU9OX0NMT1NFX1JFQVNPTl9JRExFEAESIQodU0VTU0lPTl9DTE9TRV9SRUFTT05fT1BFUkFUT1IQAipgCgxSZXN5bmNSZWFzb24SHQoZUkVTWU5DX1JFQVNPTl9VTlNQRUNJRklFRBAAEhUKEVJFU1lOQ19SRUFTT05fR0FQEAESGgoWUkVTWU5DX1JFQVNPTl9ESVZFUkdFRBACMoUBCgtSZXBsaWNhdGlvbhI+CgZTdHJlYW0SFy52Z3B1LnYxLlByaW1hcnlNZXNzYWdlGhcudmdwdS52MS5TdGFuZGJ5TWVzc2FnZSgBMAESNgoFUHJvYmUSFS52Z3B1LnYxLlByb2JlUmVxdWVzdBoWLnZncHUudjEuUHJvYmVSZXNwb25zZWIGcHJvdG8z", [file_vgpu_v1_types]);
 
 /**
  * @generated from message vgpu.v1.ProbeRequest
@@ -131,6 +131,14 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
      */
     value: Handover;
     case: "handover";
+  } | {
+    /**
+     * 16: kept apart from the kinds the ack-modes work may add after 6.
+     *
+     * @generated from field: vgpu.v1.DeviceFault device_fault = 16;
+     */
+    value: DeviceFault;
+    case: "deviceFault";
   } | { case: undefined; value?: undefined };
 };
 
@@ -140,6 +148,63 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
  */
 export const PrimaryMessageSchema: GenMessage<PrimaryMessage> = /*@__PURE__*/
   messageDesc(file_vgpu_v1_replication, 2);
+
+/**
+ * The primary's device failed (a piece of work ran past device.maxCallMs, or the device
+ * thread died): the primary steps down. It names the frames whose device work was running, so
+ * that the next primary never runs them again blindly: a frame the standby already applied
+ * keeps its cached reply; a frame it does not have is answered DEVICE_FAULT when the guest
+ * re-sends it (docs/failure-model.md, "A device that fails"). Sent after the entries it names.
+ *
+ * @generated from message vgpu.v1.DeviceFault
+ */
+export type DeviceFault = Message<"vgpu.v1.DeviceFault"> & {
+  /**
+   * @generated from field: repeated vgpu.v1.FaultedFrame frames = 1;
+   */
+  frames: FaultedFrame[];
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message vgpu.v1.DeviceFault.
+ * Use `create(DeviceFaultSchema)` to create a new message.
+ */
+export const DeviceFaultSchema: GenMessage<DeviceFault> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 3);
+
+/**
+ * @generated from message vgpu.v1.FaultedFrame
+ */
+export type FaultedFrame = Message<"vgpu.v1.FaultedFrame"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: uint64 frame = 2;
+   */
+  frame: bigint;
+
+  /**
+   * The entry that carried the frame.
+   *
+   * @generated from field: uint64 seq = 3;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message vgpu.v1.FaultedFrame.
+ * Use `create(FaultedFrameSchema)` to create a new message.
+ */
+export const FaultedFrameSchema: GenMessage<FaultedFrame> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 4);
 
 /**
  * Planned switchover: the primary has stopped taking frames and the standby has applied
@@ -167,7 +232,7 @@ export type Handover = Message<"vgpu.v1.Handover"> & {
  * Use `create(HandoverSchema)` to create a new message.
  */
 export const HandoverSchema: GenMessage<Handover> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 3);
+  messageDesc(file_vgpu_v1_replication, 5);
 
 /**
  * @generated from message vgpu.v1.PrimaryHello
@@ -224,7 +289,7 @@ export type PrimaryHello = Message<"vgpu.v1.PrimaryHello"> & {
  * Use `create(PrimaryHelloSchema)` to create a new message.
  */
 export const PrimaryHelloSchema: GenMessage<PrimaryHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 4);
+  messageDesc(file_vgpu_v1_replication, 6);
 
 /**
  * Consecutive log entries, in seq order: either as `entries`, or as `packed`, the same
@@ -251,7 +316,7 @@ export type EntryBatch = Message<"vgpu.v1.EntryBatch"> & {
  * Use `create(EntryBatchSchema)` to create a new message.
  */
 export const EntryBatchSchema: GenMessage<EntryBatch> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 5);
+  messageDesc(file_vgpu_v1_replication, 7);
 
 /**
  * @generated from message vgpu.v1.Heartbeat
@@ -292,7 +357,7 @@ export type Heartbeat = Message<"vgpu.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 6);
+  messageDesc(file_vgpu_v1_replication, 8);
 
 /**
  * One record of the replication log.
@@ -352,7 +417,7 @@ export type Entry = Message<"vgpu.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 7);
+  messageDesc(file_vgpu_v1_replication, 9);
 
 /**
  * A guest call, its parameters, its handle-mapping delta and a summary of its result.
@@ -391,7 +456,7 @@ export type CallEntry = Message<"vgpu.v1.CallEntry"> & {
  * Use `create(CallEntrySchema)` to create a new message.
  */
 export const CallEntrySchema: GenMessage<CallEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 8);
+  messageDesc(file_vgpu_v1_replication, 10);
 
 /**
  * Guest handles the call assigned or released (the handle-mapping table delta).
@@ -425,7 +490,7 @@ export type HandleDelta = Message<"vgpu.v1.HandleDelta"> & {
  * Use `create(HandleDeltaSchema)` to create a new message.
  */
 export const HandleDeltaSchema: GenMessage<HandleDelta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 9);
+  messageDesc(file_vgpu_v1_replication, 11);
 
 /**
  * @generated from message vgpu.v1.BoRef
@@ -447,7 +512,7 @@ export type BoRef = Message<"vgpu.v1.BoRef"> & {
  * Use `create(BoRefSchema)` to create a new message.
  */
 export const BoRefSchema: GenMessage<BoRef> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 10);
+  messageDesc(file_vgpu_v1_replication, 12);
 
 /**
  * A call's outcome, compared by the standby with its own: the code and a digest of the output.
@@ -474,7 +539,7 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
  * Use `create(ResultSummarySchema)` to create a new message.
  */
 export const ResultSummarySchema: GenMessage<ResultSummary> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 11);
+  messageDesc(file_vgpu_v1_replication, 13);
 
 /**
  * The MMIO stores of a group of store frames, one record per dirty page with only the bytes
@@ -499,7 +564,7 @@ export type MmioPagesEntry = Message<"vgpu.v1.MmioPagesEntry"> & {
  * Use `create(MmioPagesEntrySchema)` to create a new message.
  */
 export const MmioPagesEntrySchema: GenMessage<MmioPagesEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 12);
+  messageDesc(file_vgpu_v1_replication, 14);
 
 /**
  * @generated from message vgpu.v1.PageWrite
@@ -531,7 +596,7 @@ export type PageWrite = Message<"vgpu.v1.PageWrite"> & {
  * Use `create(PageWriteSchema)` to create a new message.
  */
 export const PageWriteSchema: GenMessage<PageWrite> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 13);
+  messageDesc(file_vgpu_v1_replication, 15);
 
 /**
  * @generated from message vgpu.v1.Extent
@@ -553,7 +618,7 @@ export type Extent = Message<"vgpu.v1.Extent"> & {
  * Use `create(ExtentSchema)` to create a new message.
  */
 export const ExtentSchema: GenMessage<Extent> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 14);
+  messageDesc(file_vgpu_v1_replication, 16);
 
 /**
  * One MMIO store (the per-store baseline). `frames` is set on the last store of a frame.
@@ -592,7 +657,7 @@ export type MmioStoreEntry = Message<"vgpu.v1.MmioStoreEntry"> & {
  * Use `create(MmioStoreEntrySchema)` to create a new message.
  */
 export const MmioStoreEntrySchema: GenMessage<MmioStoreEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 15);
+  messageDesc(file_vgpu_v1_replication, 17);
 
 /**
  * A store frame applied on the primary: its number and result, for the session table.
@@ -626,7 +691,7 @@ export type FrameRecord = Message<"vgpu.v1.FrameRecord"> & {
  * Use `create(FrameRecordSchema)` to create a new message.
  */
 export const FrameRecordSchema: GenMessage<FrameRecord> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 16);
+  messageDesc(file_vgpu_v1_replication, 18);
 
 /**
  * @generated from message vgpu.v1.SessionOpenEntry
@@ -648,7 +713,7 @@ export type SessionOpenEntry = Message<"vgpu.v1.SessionOpenEntry"> & {
  * Use `create(SessionOpenEntrySchema)` to create a new message.
  */
 export const SessionOpenEntrySchema: GenMessage<SessionOpenEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 17);
+  messageDesc(file_vgpu_v1_replication, 19);
 
 /**
  * @generated from message vgpu.v1.SessionCloseEntry
@@ -672,7 +737,7 @@ export type SessionCloseEntry = Message<"vgpu.v1.SessionCloseEntry"> & {
  * Use `create(SessionCloseEntrySchema)` to create a new message.
  */
 export const SessionCloseEntrySchema: GenMessage<SessionCloseEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 18);
+  messageDesc(file_vgpu_v1_replication, 20);
 
 /**
  * The primary's state digest after every entry up to this one; the standby compares its own.
@@ -696,7 +761,7 @@ export type CheckpointEntry = Message<"vgpu.v1.CheckpointEntry"> & {
  * Use `create(CheckpointEntrySchema)` to create a new message.
  */
 export const CheckpointEntrySchema: GenMessage<CheckpointEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 19);
+  messageDesc(file_vgpu_v1_replication, 21);
 
 /**
  * A piece of a consistent snapshot at seq `at_seq`. The first chunk (index 0) carries the
@@ -741,7 +806,7 @@ export type SnapshotChunk = Message<"vgpu.v1.SnapshotChunk"> & {
  * Use `create(SnapshotChunkSchema)` to create a new message.
  */
 export const SnapshotChunkSchema: GenMessage<SnapshotChunk> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 20);
+  messageDesc(file_vgpu_v1_replication, 22);
 
 /**
  * @generated from message vgpu.v1.SnapshotMeta
@@ -773,7 +838,7 @@ export type SnapshotMeta = Message<"vgpu.v1.SnapshotMeta"> & {
  * Use `create(SnapshotMetaSchema)` to create a new message.
  */
 export const SnapshotMetaSchema: GenMessage<SnapshotMeta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 21);
+  messageDesc(file_vgpu_v1_replication, 23);
 
 /**
  * @generated from message vgpu.v1.SnapshotContext
@@ -815,7 +880,7 @@ export type SnapshotContext = Message<"vgpu.v1.SnapshotContext"> & {
  * Use `create(SnapshotContextSchema)` to create a new message.
  */
 export const SnapshotContextSchema: GenMessage<SnapshotContext> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 22);
+  messageDesc(file_vgpu_v1_replication, 24);
 
 /**
  * @generated from message vgpu.v1.SnapshotBo
@@ -842,7 +907,7 @@ export type SnapshotBo = Message<"vgpu.v1.SnapshotBo"> & {
  * Use `create(SnapshotBoSchema)` to create a new message.
  */
 export const SnapshotBoSchema: GenMessage<SnapshotBo> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 23);
+  messageDesc(file_vgpu_v1_replication, 25);
 
 /**
  * @generated from message vgpu.v1.SnapshotSession
@@ -874,7 +939,7 @@ export type SnapshotSession = Message<"vgpu.v1.SnapshotSession"> & {
  * Use `create(SnapshotSessionSchema)` to create a new message.
  */
 export const SnapshotSessionSchema: GenMessage<SnapshotSession> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 24);
+  messageDesc(file_vgpu_v1_replication, 26);
 
 /**
  * @generated from message vgpu.v1.SnapshotReply
@@ -896,7 +961,7 @@ export type SnapshotReply = Message<"vgpu.v1.SnapshotReply"> & {
  * Use `create(SnapshotReplySchema)` to create a new message.
  */
 export const SnapshotReplySchema: GenMessage<SnapshotReply> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 25);
+  messageDesc(file_vgpu_v1_replication, 27);
 
 /**
  * Consecutive non-zero pages of one buffer, starting at first_page.
@@ -930,7 +995,7 @@ export type SnapshotPages = Message<"vgpu.v1.SnapshotPages"> & {
  * Use `create(SnapshotPagesSchema)` to create a new message.
  */
 export const SnapshotPagesSchema: GenMessage<SnapshotPages> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 26);
+  messageDesc(file_vgpu_v1_replication, 28);
 
 /**
  * @generated from message vgpu.v1.StandbyMessage
@@ -976,7 +1041,7 @@ export type StandbyMessage = Message<"vgpu.v1.StandbyMessage"> & {
  * Use `create(StandbyMessageSchema)` to create a new message.
  */
 export const StandbyMessageSchema: GenMessage<StandbyMessage> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 27);
+  messageDesc(file_vgpu_v1_replication, 29);
 
 /**
  * @generated from message vgpu.v1.StandbyHello
@@ -1035,7 +1100,7 @@ export type StandbyHello = Message<"vgpu.v1.StandbyHello"> & {
  * Use `create(StandbyHelloSchema)` to create a new message.
  */
 export const StandbyHelloSchema: GenMessage<StandbyHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 28);
+  messageDesc(file_vgpu_v1_replication, 30);
 
 /**
  * Cumulative: every entry up to applied_seq is applied; snapshot chunks up to
@@ -1084,7 +1149,7 @@ export type Ack = Message<"vgpu.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 29);
+  messageDesc(file_vgpu_v1_replication, 31);
 
 /**
  * @generated from message vgpu.v1.CheckpointResult
@@ -1116,7 +1181,7 @@ export type CheckpointResult = Message<"vgpu.v1.CheckpointResult"> & {
  * Use `create(CheckpointResultSchema)` to create a new message.
  */
 export const CheckpointResultSchema: GenMessage<CheckpointResult> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 30);
+  messageDesc(file_vgpu_v1_replication, 32);
 
 /**
  * @generated from message vgpu.v1.ResyncRequest
@@ -1143,7 +1208,7 @@ export type ResyncRequest = Message<"vgpu.v1.ResyncRequest"> & {
  * Use `create(ResyncRequestSchema)` to create a new message.
  */
 export const ResyncRequestSchema: GenMessage<ResyncRequest> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 31);
+  messageDesc(file_vgpu_v1_replication, 33);
 
 /**
  * @generated from message vgpu.v1.ReplicationError
@@ -1165,7 +1230,7 @@ export type ReplicationError = Message<"vgpu.v1.ReplicationError"> & {
  * Use `create(ReplicationErrorSchema)` to create a new message.
  */
 export const ReplicationErrorSchema: GenMessage<ReplicationError> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 32);
+  messageDesc(file_vgpu_v1_replication, 34);
 
 /**
  * @generated from enum vgpu.v1.NodeRole
