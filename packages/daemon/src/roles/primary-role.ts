@@ -8,8 +8,8 @@
 import {
   type DiscardedWork,
   decodePrimaryMessage,
-  type FaultedFrame,
   encodeStandbyMessage,
+  type FaultedFrame,
   type GuestLink,
   grpcGuestLink,
   grpcLink,
