@@ -24,7 +24,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, computeDigest } from "@vgpu-ha/gpu-model";
+import { Backend, computeDigest, type DeviceFailure } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
@@ -163,6 +163,7 @@ export class PrimaryRole implements Role {
     );
     this.guests = guests!;
     this.driver.sequencer.faultFrames(takeover?.faultedFrames ?? []);
+    deps.watchDevice?.(this.driver.backend.progress);
   }
 
   private guestService(hooks: GuestHooks): GuestService {
@@ -192,6 +193,15 @@ export class PrimaryRole implements Role {
 
   get backend(): Backend {
     return this.driver.backend;
+  }
+
+  /** This node's device failed: name the frame in flight to the standby (device-failure.ts). */
+  deviceFailed(failure: DeviceFailure): { frames: readonly FaultedFrame[]; sent: () => boolean } {
+    const frames = this.driver.deviceFailed(failure);
+    const sender = this.driver.sender;
+    // No standby streaming: nobody to tell (a standby that is not a replica cannot promote).
+    const sent = () => sender === undefined || sender.fault.sent || sender.state !== "streaming";
+    return { frames, sent };
   }
 
   get log(): ReplicationLog {

@@ -177,6 +177,7 @@ export class StandbyRole implements Role {
         if (!this.stopped && r.backend) computeDigest(r.backend);
       });
     }
+    if (r.backend) this.deps.watchDevice?.(r.backend.progress); // a snapshot makes a new one
     metrics.appliedEntries.inc(r.appliedEntries - this.appliedCounted);
     this.appliedCounted = r.appliedEntries;
   }
@@ -207,6 +208,13 @@ export class StandbyRole implements Role {
         return;
       case "handoverRefused":
         logger.error(fields, "switchover refused: not an exact replica");
+        return;
+      case "deviceFault":
+        metrics.deviceFailures.inc({ whose: "peer" });
+        logger.error(
+          fields,
+          "the primary's device failed: it steps down; its frame in flight is never run again here",
+        );
         return;
     }
   }
