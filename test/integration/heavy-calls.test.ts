@@ -23,14 +23,6 @@ afterEach(async () => {
   pair = undefined;
 });
 
-async function streaming(p: FailoverPair) {
-  await waitFor(
-    "a streaming to its standby",
-    async () => (await status(p.node("a"))).replication?.state === "streaming",
-    { timeoutMs: 20_000 },
-  );
-}
-
 const open = (p: FailoverPair, who: { tenant: string; token: string }) =>
   Session.open({ endpoints: p.endpoints, tenant: who.tenant, token: who.token });
 
@@ -65,7 +57,7 @@ describe("heavy calls", () => {
         { name: OTHER.tenant, token: OTHER.token, vramQuotaBytes: "16MiB" },
       ],
     });
-    await streaming(pair);
+    await pair.streaming();
     const epoch = (await status(pair.node("a"))).epoch;
     const heavy = await open(pair, GUEST);
     const other = await open(pair, OTHER);
@@ -138,7 +130,7 @@ describe("heavy calls", () => {
       a.device = { ...(a.device as object), maxCallMs: 300 };
       a.testing = { ...(a.testing as object | undefined), kernelDelayMs: 3000 };
     });
-    await streaming(pair);
+    await pair.streaming();
     const nodeA = pair.node("a");
     const session = await open(pair, GUEST);
     const ctx = await session.createContext();

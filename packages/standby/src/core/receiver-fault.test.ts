@@ -3,19 +3,10 @@
 // stale epoch's notice like any message, and hands the frames over with the replica at
 // promotion, so the new primary answers them DEVICE_FAULT instead of running them again.
 import type { PrimaryMessage } from "@vgpu-ha/common/core";
-import { Backend } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
-import { testBackendOptions } from "../testing/backend-options.js";
-import { Receiver } from "./receiver.js";
+import { replicaReceiver } from "../testing/backend-options.js";
 
-function replica(epoch = 3): Receiver {
-  const r = new Receiver(
-    { clusterId: "c", nodeId: "b", backendOptions: testBackendOptions() },
-    epoch,
-  );
-  r.adopt(new Backend(testBackendOptions()), 0);
-  return r;
-}
+const replica = replicaReceiver;
 
 const fault = (epoch: number, frames: { sessionId: string; frame: number; seq: number }[]) =>
   ({ kind: "deviceFault", epoch, frames, reason: "work past device.maxCallMs" }) as PrimaryMessage;
