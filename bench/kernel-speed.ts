@@ -1,9 +1,9 @@
 // How fast each kernel of the CPU model runs on this machine, in nanoseconds per work unit
 // (KernelSpec.work), at large sizes; and the device.maxKernelWork that makes the slowest
-// kernel's largest legal launch last about one second. The kernels run as the device runs
-// them (KernelSpec.run on BufferObjects), without the backend around them. The default in
+// kernel's largest legal launch last about one second. The kernels run as the device thread
+// runs them (KernelSpec.run on VramBuffers), without the backend around them. The default in
 // packages/common/src/config/schema.ts and docs/configuration.md rests on this figure.
-import { BufferObject, KERNELS, type KernelSpec } from "@vgpu-ha/gpu-model";
+import { KERNELS, type KernelSpec, VramBuffer } from "@vgpu-ha/gpu-model";
 import { type Metric, publish } from "./report.js";
 import { timeReps } from "./timing.js";
 
@@ -44,8 +44,8 @@ interface Case {
 }
 
 let nextId = 1;
-function bo(bytes: number, fill?: (f32: Float32Array, u32: Uint32Array) => void): BufferObject {
-  const buffer = new BufferObject(nextId++, bytes);
+function bo(bytes: number, fill?: (f32: Float32Array, u32: Uint32Array) => void): VramBuffer {
+  const buffer = new VramBuffer(nextId++, bytes);
   fill?.(buffer.f32, buffer.u32);
   return buffer;
 }

@@ -1,6 +1,7 @@
 // Proves a standalone vgpud serves guests end to end: a real process over loopback TCP,
 // concurrent sessions running every call kind and MMIO stores with results checked on the
-// host, bad input refused with typed codes while the node keeps serving, and a clean SIGTERM.
+// host, bad input refused with typed codes while the node keeps serving, and a clean SIGTERM;
+// with the device inline and on its own thread (device.thread, issue #14).
 import * as grpc from "@grpc/grpc-js";
 import { buf, ErrorCode, f32, runDemo, Session, SessionClosedError, u32 } from "@vgpu-ha/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,12 +12,6 @@ const alpha = { tenant: TENANTS[0]!.name, token: TENANTS[0]!.token };
 const beta = { tenant: TENANTS[1]!.name, token: TENANTS[1]!.token };
 
 let started: Awaited<ReturnType<typeof startNode>>;
-beforeAll(async () => {
-  started = await startNode();
-});
-afterAll(async () => {
-  await started?.cleanup();
-});
 
 const open = (who: typeof alpha) => Session.open({ endpoint: started.node.guest, ...who });
 
@@ -92,7 +87,26 @@ async function mixedWorkload(session: Session, seed: number): Promise<number> {
   return checks;
 }
 
-describe("standalone vgpud", () => {
+describe.each(["inline", "worker"] as const)("standalone vgpud (device.thread %s)", (thread) => {
+  beforeAll(async () => {
+    started = await startNode({ device: { seed: 7, vramBytes: "512MiB", thread } });
+  });
+  afterAll(async () => {
+    await started?.cleanup();
+  });
+
+  it("gives the state digest on the ops port", async () => {
+    const session = await open(alpha);
+    const ctx = await session.createContext();
+    await session.dmaWrite(ctx, await session.allocBo(ctx, 4096), 0, Uint8Array.of(1, 2, 3));
+    const digest = (await (await fetch(`${started.node.ops}/v1/digest`)).json()) as Record<
+      string,
+      unknown
+    >;
+    expect(digest.gpu).toMatch(/^[0-9a-f]{64}$/);
+    await session.close();
+  });
+
   it("serves the demo guest with every result correct", async () => {
     const session = await open(alpha);
     const steps: boolean[] = [];

@@ -154,8 +154,8 @@ export class VgpuNode implements Supervisor {
       history: () => this.history.read(),
       readiness: () =>
         this.stopping ? { ready: false, reason: "shutting down" } : this.role.readiness(),
-      digest: () => {
-        const d = this.role.digest();
+      digest: async () => {
+        const d = await this.role.digest();
         return d ? { nodeId: config.nodeId, seq: d.seq, ...d.digest } : undefined;
       },
       adminToken: config.ops.token,

@@ -1,15 +1,26 @@
 export { BufferObject } from "./device/buffer-object.js";
 export { Device, type DeviceArg, type DeviceOptions } from "./device/device.js";
+export { DeviceCore, type DeviceCoreOptions } from "./device/device-core.js";
+export { DeviceQueue } from "./device/device-queue.js";
+export {
+  type DeviceExecutor,
+  type ExecutorFactory,
+  type ExecutorSink,
+  InlineExecutor,
+  ManualExecutor,
+} from "./device/executor.js";
 export type { Failure } from "./device/failure.js";
 export { KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
+export type { ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
 export {
   type DeviceFailure,
   type DeviceProgress,
   InlineProgress,
 } from "./device/progress.js";
 export { PAGE_SIZE_BYTES } from "./device/vram.js";
-export { computeDigest, digestWhenDone, type StateDigest } from "./digest.js";
+export { VramBuffer } from "./device/vram-buffer.js";
+export { computeDigest, digestOf, digestWhenDone, type StateDigest } from "./digest.js";
 export {
   Backend,
   type BackendOptions,

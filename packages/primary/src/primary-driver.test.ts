@@ -277,7 +277,11 @@ describe("PrimaryDriver", () => {
     expect(s.driver.handedOver()).toEqual({ backend: s.driver.backend, lastSeq: 0 });
     expect(s.driver.switchover(1000, () => undefined)?.code).toBeDefined(); // one at a time
     s.driver.steppedDown();
-    expect(outcomes).toEqual([{ ok: true, seq: 0, digest: s.driver.digest(), pauseMs: 0 }]);
+    let digest = "";
+    s.driver.digest((d) => {
+      digest = d;
+    });
+    expect(outcomes).toEqual([{ ok: true, seq: 0, digest, pauseMs: 0 }]);
   });
 
   it("refuses a switchover without a standby in sync, and fails one the standby never takes", () => {

@@ -22,8 +22,8 @@ import {
 } from "@vgpu-ha/common";
 import {
   type Backend,
-  computeDigest,
   type DeviceFailure,
+  digestWhenDone,
   SnapshotSource,
 } from "@vgpu-ha/gpu-model";
 import { acceptReplication } from "./accept-replication.js";
@@ -105,6 +105,7 @@ export class PrimaryDriver<S> {
   private nextSnapshotId: number;
   /** etcd mode: the last read, which an acquisition is conditioned on. */
   private etcdView: EtcdReadView | undefined;
+  private stopDeviceWatch: () => void = () => {};
 
   constructor(options: PrimaryDriverOptions, ports: PrimaryPorts<S>, promoted: boolean) {
     this.options = options;
@@ -194,6 +195,10 @@ export class PrimaryDriver<S> {
 
   start(): void {
     const { machine, link, ports } = this;
+    // Replies held for their device work go out as it completes (issue #14).
+    this.stopDeviceWatch = this.backend.progress.onProgress(() => {
+      if (!this.stopping) this.guests.release();
+    });
     if (!machine || !link) return;
     machine.start(this.facts(), this.promoted);
     if (ports.etcd) ports.etcd.onLost = () => this.tick();
@@ -205,6 +210,7 @@ export class PrimaryDriver<S> {
   /** Ends guest streams (NOT_PRIMARY), the link and timers; answers still to come are ignored. */
   stop(reason: string): void {
     this.stopping = true;
+    this.stopDeviceWatch();
     this.machine?.stop();
     if (this.sender) this.ports.leaseThread?.none();
     this.ports.timers.clear(this.flushTimer);
@@ -250,12 +256,23 @@ export class PrimaryDriver<S> {
       applied: this.guests.applied,
       leaseThreadAckedMs: leaseThread?.ackedSentMs(),
       etcd: etcd ? { holding: etcd.holding, leaseEndMs: etcd.leaseEndMs() } : undefined,
+      deviceSeq: this.deviceSeq(),
     };
+  }
+
+  /**
+   * The highest seq whose device work is complete. A pending page batch's store frames carry
+   * the seq it will get (lastSeq + 1), so ask up to there: with nothing outstanding, that.
+   */
+  private deviceSeq(): number {
+    return this.backend.progress.doneSeq(this.log.lastSeq + 1);
   }
 
   /** Which replies may go out now (GuestHooks.replicatedSeq); undefined: all. */
   releasable(): number | undefined {
-    return this.machine?.releasable(this.facts());
+    if (this.machine) return this.machine.releasable(this.facts());
+    const device = this.deviceSeq();
+    return device > this.log.lastSeq ? undefined : device;
   }
 
   /** Moves between leased, fenced and degraded; called on a timer and on every ack. */
@@ -400,6 +417,10 @@ export class PrimaryDriver<S> {
       this.log.lastSeq,
       this.options.snapshotChunkBytes,
     );
+    // Chunks are read by the device: one that arrives later is sent at once.
+    source.onChunkReady = () => {
+      if (!this.stopping) this.link?.pumpNow();
+    };
     this.ports.observer.snapshotStarted(source, this.backend);
     return source;
   }
@@ -452,8 +473,11 @@ export class PrimaryDriver<S> {
     return frames;
   }
 
-  /** The digest now (for a switchover's or operator's comparison). */
-  digest(): string {
-    return computeDigest(this.backend).state;
+  /**
+   * The state digest as it is now (for a switchover's or operator's comparison), once the
+   * device has hashed the buffers at this point of its order (maybe before returning).
+   */
+  digest(callback: (state: string) => void): void {
+    digestWhenDone(this.backend, (d) => callback(d.state));
   }
 }

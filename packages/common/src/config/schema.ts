@@ -132,6 +132,19 @@ export const ConfigSchema = z
          * (bench/kernel-speed.ts), and a 1 GiB fill is legal.
          */
         maxKernelWork: count(1, 2 ** 40).default(2 ** 28),
+        /**
+         * Where the device (VRAM and kernels) runs: `worker`, its own thread, so no kernel
+         * ever blocks the node's event loop; `inline`, on the event loop (as before #14).
+         * Default `inline` until the late result summaries of #14 land (a dmaRead's output
+         * summary needs the device's data).
+         */
+        thread: z.enum(["worker", "inline"]).default("inline"),
+        /**
+         * One piece of device work (a kernel, a copy…) not finished within this counts as a
+         * failed GPU (as does the device thread's death): the node reports it and stops
+         * serving. A generous multiple of the largest legal call (about 1 s).
+         */
+        maxCallMs: ms(100, 3_600_000).default(10_000),
       })
       .prefault({}),
     limits: z
@@ -290,6 +303,12 @@ export const ConfigSchema = z
          * building another release. Test-only: never in production.
          */
         protocolVersion: z.number().int().min(1).max(PROTOCOL_VERSION_MAX).optional(),
+        /**
+         * The device thread sleeps this long before every kernel run (device.thread: worker),
+         * to make slow standbys, received-but-unapplied backlogs and (above device.maxCallMs)
+         * hung devices. Test-only: never in production.
+         */
+        kernelDelayMs: ms(0, 3_600_000).default(0),
       })
       .prefault({}),
     log: z

@@ -31,6 +31,11 @@ export interface ReleaseView {
   readonly appliedSeq: number;
   /** The highest seq a standby of this epoch confirmed applied, on any link. */
   readonly confirmedSeq: number;
+  /**
+   * The highest seq whose work this primary's device has completed (DeviceProgress.doneSeq,
+   * issue #14): a reply never leaves before its result exists. Absent: all of it.
+   */
+  readonly deviceSeq?: number;
 }
 
 /** Everything may be released. */
@@ -39,13 +44,18 @@ export const RELEASE_ALL = Number.POSITIVE_INFINITY;
 export const RELEASE_NONE = -1;
 
 /**
- * The highest seq whose replies may go out. A fenced primary releases nothing. A granted
+ * The highest seq whose replies may go out: the replication rule (below), and never past the
+ * seq the primary's own device has completed. A fenced primary releases nothing. A granted
  * standby may take over at any moment: only what it confirmed. A standby without the grant
  * cannot take over, but while it streams the primary holds replies to let it catch up and earn
  * the grant; with no such standby (async, or none streaming), everything.
  */
 export function releasableSeq(v: ReleaseView): number {
   if (v.lease === "fenced") return RELEASE_NONE;
+  return Math.min(replicationRule(v), v.deviceSeq ?? RELEASE_ALL);
+}
+
+function replicationRule(v: ReleaseView): number {
   if (v.mode === "async") return RELEASE_ALL;
   if (v.granted) return v.link === "streaming" ? v.appliedSeq : v.confirmedSeq;
   return v.link === "streaming" ? v.appliedSeq : RELEASE_ALL;

@@ -68,7 +68,7 @@ export interface OpsDeps {
   history?(): readonly unknown[];
   readiness(): Readiness;
   /** This node's state digest and the seq it is at. */
-  digest?(): Record<string, unknown> | undefined;
+  digest?(): Promise<Record<string, unknown> | undefined>;
   readonly registry: Registry;
   readonly adminToken?: string | undefined;
   readonly admin?: AdminActions;
@@ -104,7 +104,7 @@ const status =
     app.get("/v1/status", async () => deps.status());
     app.get("/v1/history", async () => ({ changes: deps.history?.() ?? [] }));
     app.get("/v1/digest", async (_req, reply) => {
-      const d = deps.digest?.();
+      const d = await deps.digest?.();
       return d ? d : reply.code(409).send({ error: "no_state", message: "no replica state yet" });
     });
   };

@@ -1,5 +1,6 @@
 import type { Config } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
+import { workerExecutor } from "@vgpu-ha/gpu-model/worker";
 import type { SessionAdmissionLimits } from "@vgpu-ha/primary";
 
 /** The backend's options from the config; `seedOffset` lets tests vary nothing else. */
@@ -19,6 +20,13 @@ export function backendOptions(config: Config, trackMmio: boolean): BackendOptio
     maxDmaBytes: config.limits.maxDmaBytes,
     maxStoresPerBatch: config.limits.maxStoresPerBatch,
     trackMmio,
+    executor:
+      config.device.thread === "worker"
+        ? workerExecutor({
+            maxCallMs: config.device.maxCallMs,
+            kernelDelayMs: config.testing.kernelDelayMs,
+          })
+        : undefined,
   };
 }
 

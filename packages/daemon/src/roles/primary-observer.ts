@@ -2,7 +2,7 @@
 // events as pino log lines and prom-client metrics (the simulator observes the same hooks
 // with its stats and checker).
 import type { Logger, NodeMetrics } from "@vgpu-ha/common";
-import { computeDigest } from "@vgpu-ha/gpu-model";
+import { digestWhenDone } from "@vgpu-ha/gpu-model";
 import type { PrimaryObserver, Sender, SenderEvent, Sequencer } from "@vgpu-ha/primary";
 import type { ReplicationRefusals } from "../replication-refusals.js";
 
@@ -93,7 +93,7 @@ export function primaryObserver(deps: PrimaryObserverDeps): PrimaryObserver {
     if (digestWarm) return;
     digestWarm = true;
     setImmediate(() => {
-      if (!deps.stopped()) computeDigest(deps.sequencer().backend);
+      if (!deps.stopped()) digestWhenDone(deps.sequencer().backend, () => {});
     });
   }
 }

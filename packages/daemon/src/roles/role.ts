@@ -74,7 +74,7 @@ export interface Role {
   };
   replicationGauges(): ReplicationGauges;
   /** The state digest and the seq it is at. */
-  digest(): { seq: number; digest: StateDigest } | undefined;
+  digest(): Promise<{ seq: number; digest: StateDigest } | undefined>;
   /** The guest sessions this node holds (of one tenant when given). */
   sessions(tenant?: string): SessionView[];
   /**

@@ -12,7 +12,7 @@ import {
   type ReplicationGauges,
   type SessionView,
 } from "@vgpu-ha/common";
-import { computeDigest } from "@vgpu-ha/gpu-model";
+import { digestOf, digestWhenDone } from "@vgpu-ha/gpu-model";
 import { listSessions } from "@vgpu-ha/primary";
 import {
   type Receiver,
@@ -38,6 +38,8 @@ export class StandbyRole implements Role {
   private primarySeq = 0;
   private stopped = false;
   private digestWarm = false;
+  /** The replica a new primary took (its device lives on there). */
+  private takenOver: Takeover | undefined;
 
   constructor(deps: RoleDeps) {
     this.deps = deps;
@@ -90,6 +92,8 @@ export class StandbyRole implements Role {
   async stop(reason: string): Promise<void> {
     this.stopped = true;
     this.driver.stop(reason);
+    // A replica a new primary took keeps its device; any other ends with this role.
+    if (this.takenOver === undefined) this.receiver.backend?.close();
   }
 
   serveGuest(stream: GuestStream): void {
@@ -110,7 +114,8 @@ export class StandbyRole implements Role {
    * (an operator's choice), whatever state there is, or an empty one.
    */
   takeover(force = false): Takeover | undefined {
-    return this.driver.takeover(force);
+    this.takenOver = this.driver.takeover(force);
+    return this.takenOver;
   }
 
   /** A primary has spoken to this standby within the lease. */
@@ -174,7 +179,7 @@ export class StandbyRole implements Role {
       // the handover's is not the process's first (several times slower, code not compiled).
       this.digestWarm = true;
       setImmediate(() => {
-        if (!this.stopped && r.backend) computeDigest(r.backend);
+        if (!this.stopped && r.backend) digestWhenDone(r.backend, () => {});
       });
     }
     if (r.backend) this.deps.watchDevice?.(r.backend.progress); // a snapshot makes a new one
@@ -225,7 +230,7 @@ export class StandbyRole implements Role {
     if (!backend) return undefined;
     for (const ctx of [...backend.contexts.values()].sort((a, b) => a.handle - b.handle)) {
       for (const gbo of [...ctx.bos.values()].sort((a, b) => a.handle - b.handle)) {
-        gbo.bo.bytes[0] = (gbo.bo.bytes[0]! ^ 0xff) & 0xff;
+        backend.corruptByte(ctx.handle, gbo.handle);
         this.deps.logger.error(
           { context: ctx.handle, bo: gbo.handle },
           "TEST FAULT: corrupted one byte",
@@ -236,9 +241,11 @@ export class StandbyRole implements Role {
     return undefined;
   }
 
-  digest() {
+  async digest() {
     const backend = this.receiver.backend;
-    return backend ? { seq: this.receiver.appliedSeq, digest: computeDigest(backend) } : undefined;
+    if (!backend) return undefined;
+    const seq = this.receiver.appliedSeq;
+    return { seq, digest: await digestOf(backend) };
   }
 
   /** The replica's sessions (none attached here: a standby serves no streams). */

@@ -67,6 +67,8 @@ export interface PrimaryFacts {
   readonly leaseThreadAckedMs: number | undefined;
   /** etcd mode: whether this node holds the leader key, and until when its lease holds. */
   readonly etcd: { readonly holding: boolean; readonly leaseEndMs: number } | undefined;
+  /** The highest seq whose device work is complete (ReleaseView.deviceSeq); absent: all. */
+  readonly deviceSeq?: number;
 }
 
 /** What the observer is told (logs, metrics, the simulator's checker). */
@@ -187,6 +189,7 @@ export class PrimaryMachine {
       link: linkState(s),
       granted: grantBinds(this.grant),
       appliedSeq: s.appliedSeq,
+      deviceSeq: f.deviceSeq,
       confirmedSeq: this.confirmedSeq,
     };
   }

@@ -28,6 +28,11 @@ export interface SnapshotStream {
   readonly totalBytes?: number;
   readonly coveredBytes?: number;
   next(): SnapshotChunk | undefined;
+  /**
+   * Whether next() has a chunk now; false while the device is still reading it (the stream
+   * then tells its owner, which polls again). Absent: always.
+   */
+  ready?(): boolean;
   release(): void;
 }
 

@@ -394,6 +394,7 @@ export class Sender {
       this.lastProgressMs = nowMs;
     }
     while (!s.exhausted && s.unacked.length < this.options.snapshotWindowChunks) {
+      if (s.stream.ready?.() === false) break; // the device is reading it: polled again then
       const chunk = s.stream.next();
       if (chunk === undefined) {
         s.exhausted = true;

@@ -84,6 +84,14 @@ export class Sequencer {
     return this.pendingFrames.length > 0;
   }
 
+  /**
+   * Names the entry the device work submitted next belongs to: the seq the next entry gets
+   * (issue #14: DeviceProgress.beginSeq), so replies wait for their own work only.
+   */
+  private beginEntry(): void {
+    this.backend.progress.beginSeq(this.log.lastSeq + 1);
+  }
+
   openSession(id: string, tenant: string): ReturnType<Backend["openSession"]> {
     const opened = this.backend.openSession(id, tenant);
     if ("code" in opened) return opened;
@@ -95,6 +103,7 @@ export class Sequencer {
   closeSession(id: string, reason: SessionCloseReason = "guest"): number {
     if (!this.backend.sessions.has(id)) return 0;
     this.flushMmio();
+    this.beginEntry();
     this.backend.closeSession(id, reason);
     return this.append({ kind: "sessionClose", sessionId: id, reason });
   }
@@ -120,6 +129,7 @@ export class Sequencer {
       frame.body.kind === "call" && frame.body.call.op === "contextDestroy"
         ? this.backend.boHandlesOf(frame.body.call.context)
         : [];
+    this.beginEntry();
     const outcome = this.backend.applyFrame(session, frame);
     if (outcome.kind === "rejected") return { outcome, seq: 0 };
     if (outcome.kind === "duplicate") {

@@ -215,6 +215,7 @@ export class Receiver {
 
   /** Takes an existing state as the replica (a primary that handed over keeps its state). */
   adopt(backend: Backend, appliedSeq: number): void {
+    if (this.backend !== backend) this.backend?.close(); // its device thread ends
     this.backend = backend;
     this.appliedSeq = appliedSeq;
     this.state = "replica";
@@ -271,6 +272,7 @@ export class Receiver {
   private onChunk(chunk: SnapshotChunk): StandbyMessage[] {
     if (chunk.index === 0 && chunk.snapshotId > this.newestSnapshotId) {
       this.newestSnapshotId = chunk.snapshotId;
+      this.sink?.close();
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
       this.state = "snapshot";
       this.granted = false;
@@ -291,6 +293,7 @@ export class Receiver {
     }
     const failure = sink.accept(chunk);
     if (failure) {
+      sink.close();
       this.sink = undefined;
       this.state = "empty";
       return [
@@ -305,6 +308,7 @@ export class Receiver {
       ];
     }
     if (sink.done) {
+      this.backend?.close(); // the replaced replica's device thread ends
       this.backend = sink.result();
       this.appliedSeq = sink.atSeq;
       this.state = "replica";
