@@ -6,6 +6,7 @@
 // primary only) makes the primary step down and exit with code 3, the standby take over, and
 // the frame in flight be answered once — its cached reply, or DEVICE_FAULT — never run twice.
 // Outcomes only: timings are the bench's (npm run bench -- replication, kernel-speed).
+import { readFileSync } from "node:fs";
 import { buf, Session, u32, VgpuError } from "@vgpu-ha/client";
 import { ErrorCode } from "@vgpu-ha/common";
 import { afterEach, describe, expect, it } from "vitest";
@@ -51,7 +52,7 @@ function smallCalls(session: Session, context: number) {
 describe("heavy calls", () => {
   it("a 1 GiB fill and gemms at the default maxKernelWork keep the lease; the other tenant is answered", async () => {
     pair = await FailoverPair.create({
-      device: { vramBytes: "2GiB" },
+      device: { vramBytes: "2GiB", thread: "worker" },
       tenants: [
         { name: GUEST.tenant, token: GUEST.token, vramQuotaBytes: "1100MiB" },
         { name: OTHER.tenant, token: OTHER.token, vramQuotaBytes: "16MiB" },
@@ -125,11 +126,14 @@ describe("heavy calls", () => {
   });
 
   it("a hung device: the primary steps down and exits 3, the standby takes over, the frame in flight runs at most once", async () => {
-    pair = await FailoverPair.create({}, async ([a]) => {
-      // Only the primary's device hangs: it sleeps 3 s before every kernel, past maxCallMs.
-      a.device = { ...(a.device as object), maxCallMs: 300 };
-      a.testing = { ...(a.testing as object | undefined), kernelDelayMs: 3000 };
-    });
+    pair = await FailoverPair.create(
+      { device: { vramBytes: "256MiB", thread: "worker" } },
+      async ([a]) => {
+        // Only the primary's device hangs: it sleeps 3 s before every kernel, past maxCallMs.
+        a.device = { ...(a.device as object), maxCallMs: 300 };
+        a.testing = { ...(a.testing as object | undefined), kernelDelayMs: 3000 };
+      },
+    );
     await pair.streaming();
     const nodeA = pair.node("a");
     const session = await open(pair, GUEST);
@@ -146,6 +150,14 @@ describe("heavy calls", () => {
       outcome = "deviceFault";
     }
     expect(await nodeA.exited).toBe(3);
+    // It said why, and named the frame in flight (the increment: frame 3 of the session).
+    const failed = readFileSync(nodeA.logFile, "utf8")
+      .split("\n")
+      .filter((l) => l.includes("device failed"))
+      .map((l) => JSON.parse(l) as { level: number; reason: string; inFlight: string[] });
+    expect(failed).toHaveLength(1);
+    expect(failed[0]!.reason).toContain("maxCallMs");
+    expect(failed[0]!.inFlight).toEqual([expect.stringMatching(/#3 \(seq \d+\)$/)]);
     const b = await status(pair.node("b"));
     expect(b.role).toBe("primary");
     expect(b.epoch).toBe(2);
@@ -153,6 +165,7 @@ describe("heavy calls", () => {
     const held = new Uint32Array((await session.dmaRead(ctx, counter, 0, 4)).slice().buffer)[0];
     // Its cached reply (the standby's device ran it once) or DEVICE_FAULT (nobody ran it).
     expect(held).toBe(outcome === "ok" ? 1 : 0);
+    console.log(`hung device: the frame in flight was answered ${outcome}`);
     // The standby heard the failing primary name it.
     expect(
       (await metrics(pair.node("b"))).get("vgpu_device_failures_total", { whose: "peer" }),
