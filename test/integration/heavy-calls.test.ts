@@ -117,9 +117,9 @@ describe("heavy calls", () => {
       expect((await status(pair.node(name))).epoch).toBe(epoch);
     expect((await status(pair.node("b"))).role).toBe("standby");
     expect((await metrics(pair.node("b"))).get("vgpu_failovers_total")).toBe(0);
-    // A launch above the limit is refused before any work.
+    // A launch above the limit is refused before any work (buffers that fit: k = 512).
     await expect(
-      heavy.launch(ctx, "gemm_f32", [buf(c), buf(a), buf(b), u32(m), u32(n), u32(k + 1)]),
+      heavy.launch(ctx, "gemm_f32", [buf(c), buf(big), buf(big), u32(m), u32(n), u32(2 * k)]),
     ).rejects.toMatchObject({ code: ErrorCode.LIMIT_EXCEEDED });
     await heavy.close();
     await other.close();
