@@ -38,6 +38,7 @@ function isFaultingPrimary(role: Role): role is Role & FaultingPrimary {
 export async function stepDownForDevice(
   deps: DeviceFailureDeps,
   failure: DeviceFailure,
+  waits = { noticeMs: FAULT_NOTICE_WAIT_MS, stopMs: DEVICE_STOP_WAIT_MS },
 ): Promise<void> {
   deps.metrics.deviceFailed.set(1);
   deps.metrics.deviceFailures.inc({ whose: "own" });
@@ -50,8 +51,8 @@ export async function stepDownForDevice(
       { reason: failure.reason, seq: failure.seq, role: role.name, inFlight: frames },
       "device failed: stepping down; the node exits (code 3) and restarts as a standby",
     );
-  if (notice) await until(notice.sent, FAULT_NOTICE_WAIT_MS);
-  await Promise.race([deps.stop(), delay(DEVICE_STOP_WAIT_MS)]);
+  if (notice) await until(notice.sent, waits.noticeMs);
+  await Promise.race([deps.stop(), delay(waits.stopMs)]);
 }
 
 async function until(done: () => boolean, limitMs: number): Promise<void> {
