@@ -86,6 +86,8 @@ export class StandbyRole implements Role {
   }
 
   start(): void {
+    // A replica kept from a handover is watched from the start; a snapshot's, once it lands.
+    if (this.receiver.backend) this.deps.watchDevice?.(this.receiver.backend.progress);
     this.driver.start();
   }
 
