@@ -1,5 +1,6 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|all`.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|all`.
 // Each prints a table and writes bench/results/<name>.json.
+import { runDeviceCrossing } from "./device-crossing.js";
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
@@ -14,6 +15,7 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["failover", runFailover],
   ["hot-paths", runHotPaths],
   ["kernel-speed", runKernelSpeed],
+  ["device-crossing", runDeviceCrossing],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;

@@ -7,7 +7,9 @@ export {
   type ExecutorFactory,
   type ExecutorSink,
   InlineExecutor,
+  LatencyExecutor,
   ManualExecutor,
+  type ScheduleFn,
 } from "./device/executor.js";
 export type { Failure } from "./device/failure.js";
 export { KERNELS } from "./device/kernels/index.js";

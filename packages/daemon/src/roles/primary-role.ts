@@ -24,7 +24,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, type DeviceFailure, digestOf } from "@vgpu-ha/gpu-model";
+import { Backend, type DeviceFailure, digestOf, digestWhenDone } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
@@ -341,30 +341,49 @@ export class PrimaryRole implements Role {
   }
 
   /**
-   * The digest of the state the next checkpoint entry follows. The device hashes it after the
-   * call; frames sequenced meanwhile would put the checkpoint after a later state, so that is
-   * tried again (a few times: under steady load a worker device may not settle). Until the
+   * Appends a checkpoint entry carrying the digest of the state just before it. The device
+   * hashes that state after the call; the entry is appended in the same turn as the digest
+   * arrives, and only if nothing was sequenced meanwhile (else tried again: under steady load a
+   * worker device may not settle). With the inline device it is done at once. Until the
    * checkpoint's digest can follow its entry (#14, ack-modes), this is how verify waits.
    */
-  private async checkpointDigest(): Promise<string> {
-    for (let attempt = 0; attempt < CHECKPOINT_ATTEMPTS; attempt++) {
-      this.sequencer.flushMmio();
-      const at = this.log.lastSeq;
-      const digest = await digestOf(this.backend);
-      if (this.log.lastSeq === at && !this.sequencer.mmioPending) return digest.state;
-    }
-    throw new VgpuError(
-      ErrorCode.STANDBY_TIMED_OUT,
-      `the log moved during each of ${CHECKPOINT_ATTEMPTS} digests: verify again when quieter`,
-    );
+  private checkpoint(requestId: number): Promise<{ digest: string; seq: number }> {
+    return new Promise((resolve, reject) => {
+      const progress = this.backend.progress;
+      const failed = (reason: string) =>
+        reject(new VgpuError(ErrorCode.STANDBY_TIMED_OUT, `device failed: ${reason}`));
+      if (progress.failure) return failed(progress.failure.reason);
+      const stop = progress.onFailure((f) => failed(f.reason));
+      let attempts = 0;
+      const attempt = () => {
+        this.sequencer.flushMmio();
+        const at = this.log.lastSeq;
+        digestWhenDone(this.backend, (d) => {
+          if (this.log.lastSeq === at && !this.sequencer.mmioPending) {
+            stop();
+            resolve({ digest: d.state, seq: this.sequencer.checkpoint(d.state, requestId) });
+          } else if (++attempts < CHECKPOINT_ATTEMPTS) {
+            attempt();
+          } else {
+            stop();
+            reject(
+              new VgpuError(
+                ErrorCode.STANDBY_TIMED_OUT,
+                `the log moved during each of ${CHECKPOINT_ATTEMPTS} digests: verify again when quieter`,
+              ),
+            );
+          }
+        });
+      };
+      attempt();
+    });
   }
 
   async verify(): Promise<VerifyResult> {
     const sender = this.sender;
     if (!sender?.inSync) throw new VgpuError(ErrorCode.NO_STANDBY_IN_SYNC);
-    const digest = await this.checkpointDigest();
     const requestId = this.nextCheckpoint++;
-    const seq = this.sequencer.checkpoint(digest, requestId);
+    const { digest, seq } = await this.checkpoint(requestId);
     this.driver.pump();
     const answer = await new Promise<SenderEvent & { kind: "checkpoint" }>((resolve, reject) => {
       const timer = setTimeout(() => {

@@ -12,7 +12,7 @@ import { Backend } from "../paravirt/backend.js";
 import { SnapshotSink } from "../snapshot/snapshot-sink.js";
 import { SnapshotSource } from "../snapshot/snapshot-source.js";
 import { TestGuest, testBackendOptions } from "../testing/test-guest.js";
-import { ManualExecutor } from "./executor.js";
+import { LatencyExecutor, ManualExecutor } from "./executor.js";
 
 function held() {
   const executor = new ManualExecutor();
@@ -130,6 +130,39 @@ describe("DeviceQueue with a held device", () => {
     expected.write(c, ea, 0, new Uint8Array(4 * 4096).fill(1));
     expected.write(c, eb, 4096, new Uint8Array(4096).fill(2));
     expect(computeDigest(sink.result()!).gpu).toBe(computeDigest(expected.backend).gpu);
+  });
+
+  it("with a device of random latency, completes in order at the picked times", () => {
+    const timers: { at: number; run: () => void }[] = [];
+    let now = 0;
+    const delays = [5, 1, 3];
+    const executor = new LatencyExecutor(
+      (delayMs, run) => timers.push({ at: now + delayMs, run }),
+      () => delays.shift() ?? 2,
+    );
+    const backend = new Backend({ ...testBackendOptions(), executor: () => executor });
+    const g = new TestGuest(backend, "g");
+    const ctx = g.createContext();
+    backend.progress.beginSeq(1);
+    const bo = g.alloc(ctx, 4096);
+    backend.progress.beginSeq(2);
+    g.write(ctx, bo, 0, Uint8Array.of(4));
+    backend.progress.beginSeq(3);
+    const data = g.read(ctx, bo, 0, 1);
+    const done: [number, number][] = [];
+    backend.progress.onProgress(() => done.push([now, backend.progress.doneSeq(3)]));
+    while (timers.length > 0) {
+      timers.sort((a, b) => a.at - b.at);
+      const t = timers.shift()!;
+      now = t.at;
+      t.run();
+    }
+    expect(done).toEqual([
+      [5, 1],
+      [6, 2],
+      [9, 3],
+    ]);
+    expect([...data]).toEqual([4]);
   });
 
   it("completes nothing after the device failed", () => {

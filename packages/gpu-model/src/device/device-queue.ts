@@ -37,8 +37,10 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   submit(op: DeviceOp, onResult?: ResultCallback): void {
     if (this.failureValue !== undefined) return;
     const index = ++this.submitted;
-    const lastRun = this.seqRuns.peekBack();
-    if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
+    if (this.executor.synchronous !== true) {
+      const lastRun = this.seqRuns.peekBack();
+      if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
+    }
     if (onResult !== undefined) this.callbacks.set(index, onResult);
     this.executor.submit(index, op);
   }
@@ -77,6 +79,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
 
   complete(index: number, result: OpResult): void {
     this.completed = index;
+    if (this.callbacks.size === 0) return;
     const callback = this.callbacks.get(index);
     if (callback !== undefined) {
       this.callbacks.delete(index);
@@ -91,6 +94,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
     while (!this.waiters.isEmpty() && this.waiters.peekFront()![0] <= this.completed) {
       this.waiters.shift()![1]();
     }
+    if (this.progressListeners.size === 0) return;
     for (const listener of this.progressListeners) listener();
   }
 

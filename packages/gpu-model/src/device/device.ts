@@ -142,10 +142,13 @@ export class Device {
     if (!inRange(offset, length, bo.byteLength)) {
       return outOfBounds("dma read", offset, length, bo.byteLength);
     }
-    const data = new Uint8Array(length);
-    this.queue.submit({ k: "read", id: bo.id, offset, length }, (bytes) =>
-      data.set(bytes as Uint8Array),
-    );
+    let data: Uint8Array | undefined;
+    this.queue.submit({ k: "read", id: bo.id, offset, length }, (bytes) => {
+      if (data === undefined)
+        data = bytes as Uint8Array; // completed at once (inline)
+      else data.set(bytes as Uint8Array);
+    });
+    data ??= new Uint8Array(length);
     return data;
   }
 

@@ -3,6 +3,7 @@
 // DeviceCore and reports each completion, with its result, back on the caller's thread.
 //   InlineExecutor: runs each at submit (today's synchronous device; tests and tools);
 //   ManualExecutor: holds them until told (tests, the simulator);
+//   LatencyExecutor: completes each after a delay the caller picks, on the caller's timers;
 //   WorkerExecutor (../worker/): a device thread; operations cross in batches.
 import { DeviceCore } from "./device-core.js";
 import type { DeviceOp, OpResult } from "./ops.js";
@@ -19,6 +20,8 @@ export interface ExecutorSink {
 }
 
 export interface DeviceExecutor {
+  /** Every operation completes before submit returns (the queue then keeps no seq runs). */
+  readonly synchronous?: boolean;
   /** Connects the queue; called once, before any submit. */
   attach(sink: ExecutorSink): void;
   /** Runs operation `index` after every earlier one. */
@@ -37,6 +40,7 @@ export type ExecutorFactory = () => DeviceExecutor;
 
 /** Runs every operation as it is submitted: complete before submit returns. */
 export class InlineExecutor implements DeviceExecutor {
+  readonly synchronous = true;
   readonly core = new DeviceCore();
   private sink: ExecutorSink | undefined;
 
@@ -115,5 +119,61 @@ export class ManualExecutor implements DeviceExecutor {
     this.closed = true;
     this.held.length = 0;
     this.head = 0;
+  }
+}
+
+/** Schedules `run` after `delayMs` of the caller's clock (a simulator's timers, or real ones). */
+export type ScheduleFn = (delayMs: number, run: () => void) => void;
+
+/**
+ * Completes each operation a caller-picked delay after the one before it completed (or after
+ * its own submission, if later), in order: a device of random latency for simulators.
+ */
+export class LatencyExecutor implements DeviceExecutor {
+  readonly core = new DeviceCore();
+  private sink: ExecutorSink | undefined;
+  private readonly schedule: ScheduleFn;
+  private readonly delayMs: () => number;
+  private readonly held: { index: number; op: DeviceOp }[] = [];
+  private running = false;
+  private closed = false;
+
+  constructor(schedule: ScheduleFn, delayMs: () => number) {
+    this.schedule = schedule;
+    this.delayMs = delayMs;
+  }
+
+  attach(sink: ExecutorSink): void {
+    this.sink = sink;
+  }
+
+  submit(index: number, op: DeviceOp): void {
+    if (this.closed) return;
+    this.held.push({ index, op });
+    if (!this.running) this.next();
+  }
+
+  private next(): void {
+    if (this.closed || this.held.length === 0) {
+      this.running = false;
+      return;
+    }
+    this.running = true;
+    this.schedule(this.delayMs(), () => {
+      if (this.closed) return;
+      const { index, op } = this.held.shift()!;
+      this.sink!.complete(index, this.core.execute(op));
+      this.sink!.progressed();
+      this.next();
+    });
+  }
+
+  peek(id: number): VramBuffer {
+    return this.core.buffer(id);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.held.length = 0;
   }
 }

@@ -9,6 +9,9 @@ import type { DeviceOp } from "../device/ops.js";
 import type { VramBuffer } from "../device/vram-buffer.js";
 import type { Completions, OpBatch, WorkerStart } from "./protocol.js";
 
+/** Arrays from this size are moved (transferred); smaller ones are cheaper to clone. */
+const MOVE_FROM_BYTES = 16 * 1024;
+
 export interface WorkerExecutorOptions {
   /** One operation running longer than this fails the device (device.maxCallMs). */
   readonly maxCallMs: number;
@@ -143,7 +146,7 @@ export class WorkerExecutor implements DeviceExecutor {
       case "stores":
         return {
           ...op,
-          offsets: this.moved(Float64Array.from(op.offsets)),
+          offsets: Float64Array.from(op.offsets),
           widths: this.own(op.widths),
           data: this.own(op.data),
         };
@@ -154,9 +157,13 @@ export class WorkerExecutor implements DeviceExecutor {
     }
   }
 
-  /** A copy in an ArrayBuffer of its own (a Node Buffer's slice() would share its pool). */
+  /**
+   * A copy in an ArrayBuffer of its own (a Node Buffer's slice() would share its pool), so the
+   * message clones only these bytes; large ones are moved rather than cloned a second time.
+   */
   private own(view: Uint8Array): Uint8Array {
-    return this.moved(new Uint8Array(view));
+    const copy = new Uint8Array(view);
+    return copy.byteLength >= MOVE_FROM_BYTES ? this.moved(copy) : copy;
   }
 
   private moved<T extends Uint8Array | Float64Array>(array: T): T {

@@ -16,6 +16,8 @@ const diverged = (divergence: string): ApplyResult => ({ ok: false, divergence }
 const OK: ApplyResult = { ok: true };
 
 export function applyEntry(backend: Backend, entry: Entry): ApplyResult {
+  // The device work submitted below belongs to this entry: doneSeq is then the applied seq.
+  backend.progress.beginSeq(entry.seq);
   const body = entry.body;
   switch (body.kind) {
     case "call": {
