@@ -57,6 +57,9 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   }
 
   onProgress(listener: () => void): () => void {
+    // A synchronous device completes within submit: its callers see the work done at once,
+    // and a listener called per operation would only cost them (as InlineProgress: never).
+    if (this.executor.synchronous === true) return () => {};
     this.progressListeners.add(listener);
     return () => this.progressListeners.delete(listener);
   }
