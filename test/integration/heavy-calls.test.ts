@@ -194,11 +194,7 @@ describe("heavy calls", () => {
     await session.close();
     // Restarted (as systemd would), the old primary joins as a standby with a fresh device.
     await pair.start("a");
-    await waitFor(
-      "a rejoined as a replica",
-      async () => (await status(pair!.node("a"))).replication?.state === "replica",
-      { timeoutMs: 20_000 },
-    );
+    await pair.replica("a");
     expect((await status(pair.node("a"))).role).toBe("standby");
   });
 });

@@ -81,6 +81,15 @@ export class FailoverPair {
     );
   }
 
+  /** Waits until `standby` holds a replica (it has joined and resynced). */
+  async replica(standby: NodeName, timeoutMs = 20_000): Promise<void> {
+    await waitFor(
+      `${standby} rejoined as a replica`,
+      async () => (await status(this.node(standby))).replication?.state === "replica",
+      { timeoutMs },
+    );
+  }
+
   async cleanup(): Promise<void> {
     for (const node of this.nodes.values()) {
       try {
