@@ -1,10 +1,11 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|device-crossing|all`.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|all`.
 // Each prints a table and writes bench/results/<name>.json.
 import { runDeviceCrossing } from "./device-crossing.js";
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
+import { runKernelSpeed } from "./kernel-speed.js";
 import { runReplication } from "./replication.js";
 
 const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
@@ -13,6 +14,7 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["replication", runReplication],
   ["failover", runFailover],
   ["hot-paths", runHotPaths],
+  ["kernel-speed", runKernelSpeed],
   ["device-crossing", runDeviceCrossing],
 ]);
 

@@ -45,5 +45,7 @@ function describeMessage(m: PrimaryMessage | StandbyMessage): string {
       return `error ${m.code} ${m.message}`;
     case "handover":
       return `handover at ${m.lastSeq}`;
+    case "deviceFault":
+      return `deviceFault ${m.frames.map((f) => `${f.sessionId}#${f.frame}`).join(",")}`;
   }
 }

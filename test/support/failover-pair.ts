@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode } from "@vgpu-ha/daemon";
 import { CountingGuest } from "./counting-guest.js";
+import { status, waitFor } from "./ops-client.js";
 import { spawnTracked } from "./temp-node.js";
 
 export const ADMIN = "failover-admin-token-0001";
@@ -69,6 +70,24 @@ export class FailoverPair {
     });
     this.nodes.set(name, node);
     return node;
+  }
+
+  /** Waits until `primary` streams to its standby (the pair replicates). */
+  async streaming(primary: NodeName = "a", timeoutMs = 20_000): Promise<void> {
+    await waitFor(
+      `${primary} streaming to its standby`,
+      async () => (await status(this.node(primary))).replication?.state === "streaming",
+      { timeoutMs },
+    );
+  }
+
+  /** Waits until `standby` holds a replica (it has joined and resynced). */
+  async replica(standby: NodeName, timeoutMs = 20_000): Promise<void> {
+    await waitFor(
+      `${standby} rejoined as a replica`,
+      async () => (await status(this.node(standby))).replication?.state === "replica",
+      { timeoutMs },
+    );
   }
 
   async cleanup(): Promise<void> {

@@ -39,6 +39,7 @@ const HEALTHY_SILENT = [
   "VgpuNoStandbyConnected",
   "VgpuStandbyNotEligible",
   "VgpuDivergence",
+  "VgpuDeviceFailed",
   "VgpuFailoverHappened",
   "VgpuSplitBrainDiscardedWork",
 ];

@@ -50,6 +50,7 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, GrpcStatus>> = {
   [ErrorCode.STANDBY_TIMED_OUT]: GrpcStatus.DEADLINE_EXCEEDED,
   [ErrorCode.NO_STANDBY_IN_SYNC]: GrpcStatus.FAILED_PRECONDITION,
   [ErrorCode.ADMIN_DISABLED]: GrpcStatus.PERMISSION_DENIED,
+  [ErrorCode.DEVICE_FAULT]: GrpcStatus.ABORTED,
 };
 
 export interface GrpcErrorInfo extends ErrorInfo {

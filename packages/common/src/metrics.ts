@@ -310,6 +310,17 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       help: "Unplanned takeovers: times this standby became primary because its primary's lease expired",
       registers,
     }),
+    deviceFailures: new Counter({
+      name: "vgpu_device_failures_total",
+      help: "Device failures (work past device.maxCallMs, or the device thread died): own, this node's device (it then steps down and exits 3); peer, its primary's, as its DeviceFault told this standby",
+      labelNames: ["whose"],
+      registers,
+    }),
+    deviceFailed: new Gauge({
+      name: "vgpu_device_failed",
+      help: "1 once this node's device has failed (the node is stepping down and exits)",
+      registers,
+    }),
     switchovers: new Counter({
       name: "vgpu_switchovers_total",
       help: "Planned switchovers this node handed over",

@@ -23,9 +23,12 @@ import {
   type TlsFiles,
   VgpuError,
 } from "@vgpu-ha/common";
+import type { DeviceFailure } from "@vgpu-ha/gpu-model";
 import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
+import { stepDownForDevice } from "./device-failure.js";
+import { DeviceWatch } from "./device-watch.js";
 import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
 import { EtcdArbiter, type EtcdView } from "./lease/etcd-arbiter.js";
 import { etcdPort } from "./lease/etcd-port.js";
@@ -92,6 +95,13 @@ export class VgpuNode implements Supervisor {
   private leaseThread: LeaseThread | undefined;
   /** Replication peers that are not ours: counted and logged (rate-limited). */
   private readonly refusals: ReplicationRefusals;
+  /** The device of the role that runs now; its failure makes the node step down and exit. */
+  private readonly deviceWatch = new DeviceWatch((failure) => this.deviceFailed(failure));
+  private stoppedForDevice: (failure: DeviceFailure) => void = () => {};
+  /** Resolves once the node has stepped down because its device failed (vgpud exits 3). */
+  readonly deviceFailure = new Promise<DeviceFailure>((resolve) => {
+    this.stoppedForDevice = resolve;
+  });
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
     this.config = config;
@@ -278,6 +288,7 @@ export class VgpuNode implements Supervisor {
       refusals: this.refusals,
       // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
       leaseThread: this.config.lease.mode === "peer" ? this.leaseThread : undefined,
+      watchDevice: (progress) => this.deviceWatch.watch(progress),
     };
   }
 
@@ -396,10 +407,25 @@ export class VgpuNode implements Supervisor {
     return snapshot && resyncProgress(snapshot, this.clock.monotonicMs());
   }
 
+  /** The device failed: report, name the frame in flight, stop (device-failure.ts). */
+  private deviceFailed(failure: DeviceFailure): void {
+    const deps = {
+      log: () => this.log,
+      metrics: this.metrics,
+      role: () => this.role,
+      stop: () => this.stop(),
+    };
+    stepDownForDevice(deps, failure).then(
+      () => this.stoppedForDevice(failure),
+      () => this.stoppedForDevice(failure),
+    );
+  }
+
   /** Drains: refuses new frames, ends streams, closes the servers. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    this.deviceWatch.close();
     this.log.info("node stopping");
     await this.settled(); // role changes already asked for run first
     await this.driver.stop("node shutting down");
@@ -438,6 +464,13 @@ export class VgpuNode implements Supervisor {
       bos: c.bos,
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
       leaseThread: this.leaseThread?.counts() ?? null,
+      device: this.deviceWatch.failure
+        ? {
+            failed: true,
+            reason: this.deviceWatch.failure.reason,
+            seq: this.deviceWatch.failure.seq,
+          }
+        : { failed: false },
       version: VERSION,
       protocolVersion: nodeVersion(config).protocolVersion,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,

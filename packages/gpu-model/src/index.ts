@@ -21,6 +21,7 @@ export {
   InlineProgress,
 } from "./device/progress.js";
 export { PAGE_SIZE_BYTES } from "./device/vram.js";
+export { VramBuffer } from "./device/vram-buffer.js";
 export { computeDigest, digestOf, digestWhenDone, type StateDigest } from "./digest.js";
 export {
   Backend,

@@ -9,6 +9,7 @@ import {
   type Clock,
   type DiscardedWork,
   ErrorCode,
+  type FaultedFrame,
   type LeaseTerms,
   type Link,
   NOTHING_DISCARDED,
@@ -20,8 +21,14 @@ import {
   type TimerHandle,
   type Timers,
 } from "@vgpu-ha/common";
-import { type Backend, digestWhenDone, SnapshotSource } from "@vgpu-ha/gpu-model";
+import {
+  type Backend,
+  type DeviceFailure,
+  digestWhenDone,
+  SnapshotSource,
+} from "@vgpu-ha/gpu-model";
 import { acceptReplication } from "./accept-replication.js";
+import { framesAt } from "./core/device-fault-notice.js";
 import type { EtcdReadView, EtcdRequest } from "./core/primary-etcd.js";
 import {
   type PrimaryAction,
@@ -460,6 +467,19 @@ export class PrimaryDriver<S> {
   /** What stepping down now would throw away (its solo work). */
   soloWork(): DiscardedWork {
     return this.machine?.soloWork(this.facts()) ?? NOTHING_DISCARDED;
+  }
+
+  /**
+   * This node's device failed (progress.onFailure): names to the standby the frame whose device
+   * work was running, so the next primary never runs it again. The node then steps down.
+   */
+  deviceFailed(failure: DeviceFailure): readonly FaultedFrame[] {
+    const { progress } = this.backend;
+    const running = failure.seq > 0 ? failure.seq : progress.doneSeq(this.log.lastSeq) + 1;
+    const frames = framesAt(this.log, running);
+    this.sender?.fault.raise(frames, failure.reason);
+    this.pump();
+    return frames;
   }
 
   /**

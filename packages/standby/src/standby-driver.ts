@@ -3,6 +3,7 @@
 // StandbyLink. The daemon (packages/daemon/src/roles/standby-role.ts) and the failover
 // simulator (test/sim/failover) both run this class, each with its own ports.
 import type {
+  FaultedFrame,
   LeaseTerms,
   Link,
   PrimaryMessage,
@@ -50,6 +51,8 @@ export interface StandbyDriverDeps<G, V extends EtcdReading> {
 export interface StandbyTakeover {
   readonly backend: Backend;
   readonly lastSeq: number;
+  /** Frames the old primary's failed device was running: never run again (DEVICE_FAULT). */
+  readonly faultedFrames?: readonly FaultedFrame[];
 }
 
 export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
@@ -170,8 +173,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
    */
   takeover(force = false): StandbyTakeover | undefined {
     // Everything received: the promotion waited for the device to apply it (backlogApplied).
-    const { backend, receivedSeq } = this.receiver;
-    if (backend && (this.receiver.eligible || force)) return { backend, lastSeq: receivedSeq };
+    const { backend, receivedSeq, faultedFrames } = this.receiver;
+    if (backend && (this.receiver.eligible || force)) {
+      return { backend, lastSeq: receivedSeq, faultedFrames: [...faultedFrames] };
+    }
     if (!force) return undefined;
     return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: receivedSeq };
   }

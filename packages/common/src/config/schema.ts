@@ -127,8 +127,12 @@ export const ConfigSchema = z
         seed: count(0, 0xffffffff).default(1),
         vramBytes: bytes(1024 ** 2, 2 ** 40).default(4 * 1024 ** 3),
         maxBoBytes: bytes(4096, 1024 ** 3).default(1024 ** 3),
-        /** Work units (about one per element operation) of one kernel launch. */
-        maxKernelWork: count(1, 2 ** 40).default(2 ** 31),
+        /**
+         * Work units of one kernel launch (a unit costs about the same in every kernel: 1–3 ns
+         * of the CPU model here). 2^28: the slowest kernel's largest launch lasts about 1 s
+         * (bench/kernel-speed.ts), and a 1 GiB fill is legal.
+         */
+        maxKernelWork: count(1, 2 ** 40).default(2 ** 28),
         /**
          * Where the device (VRAM and kernels) runs: `worker`, its own thread, so no kernel
          * ever blocks the node's event loop; `inline`, on the event loop (as before #14).

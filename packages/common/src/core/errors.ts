@@ -117,6 +117,11 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "admin actions are off: no ops.token configured",
   ),
+  [ErrorCode.DEVICE_FAULT]: info(
+    "DEVICE_FAULT",
+    false,
+    "the call was in flight on a device that failed; it was not run again and had no effect",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

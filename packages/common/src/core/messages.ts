@@ -42,6 +42,13 @@ export type PrimaryMessage =
       readonly epoch: number;
       readonly lastSeq: number;
       readonly digest: string;
+    }
+  | {
+      /** The primary's device failed; these frames' device work was running (never rerun). */
+      readonly kind: "deviceFault";
+      readonly epoch: number;
+      readonly frames: readonly FaultedFrame[];
+      readonly reason: string;
     };
 
 /**
@@ -52,6 +59,13 @@ export type PrimaryMessage =
 export type LateResult =
   | { readonly seq: number; readonly kind: "output"; readonly outputDigest: Uint8Array }
   | { readonly seq: number; readonly kind: "state"; readonly digest: string };
+/** A guest frame whose device work was running when a primary's device failed. */
+export interface FaultedFrame {
+  readonly sessionId: string;
+  readonly frame: number;
+  /** The entry that carried it. */
+  readonly seq: number;
+}
 
 export interface CheckpointResult {
   readonly requestId: number;

@@ -207,6 +207,16 @@ const primaryMessages: PrimaryMessage[] = [
     version: "0.2.0",
     protocolVersion: 2,
   },
+  {
+    kind: "deviceFault",
+    epoch: 4,
+    reason: "a kernel ran past device.maxCallMs (2000 ms)",
+    frames: [
+      { sessionId: "s1", frame: 9, seq: 41 },
+      { sessionId: "s2", frame: 2 ** 40, seq: 42 },
+    ],
+  },
+  { kind: "deviceFault", epoch: 4, reason: "device thread exited", frames: [] },
 ];
 
 const standbyMessages: StandbyMessage[] = [

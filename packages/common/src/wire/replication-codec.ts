@@ -15,7 +15,9 @@ import type { AnnouncedVersion } from "../core/peer-version.js";
 import {
   AckSchema,
   CheckpointResultSchema,
+  DeviceFaultSchema,
   EntryBatchSchema,
+  FaultedFrameSchema,
   HandoverSchema,
   HeartbeatSchema,
   LateResultSchema,
@@ -90,6 +92,20 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
         case: "handover",
         value: create(HandoverSchema, { lastSeq: BigInt(m.lastSeq), digest: m.digest }),
       };
+    case "deviceFault":
+      return {
+        case: "deviceFault",
+        value: create(DeviceFaultSchema, {
+          reason: m.reason,
+          frames: m.frames.map((f) =>
+            create(FaultedFrameSchema, {
+              sessionId: f.sessionId,
+              frame: BigInt(f.frame),
+              seq: BigInt(f.seq),
+            }),
+          ),
+        }),
+      };
   }
 }
 
@@ -131,6 +147,17 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         epoch,
         lastSeq: toSafe(k.value.lastSeq, "handover seq"),
         digest: k.value.digest,
+      };
+    case "deviceFault":
+      return {
+        kind: "deviceFault",
+        epoch,
+        reason: k.value.reason,
+        frames: k.value.frames.map((f) => ({
+          sessionId: f.sessionId,
+          frame: toSafe(f.frame, "faulted frame"),
+          seq: toSafe(f.seq, "faulted frame's seq"),
+        })),
       };
     default:
       return malformed("primary message has no kind");

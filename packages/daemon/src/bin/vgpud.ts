@@ -80,16 +80,22 @@ async function run(config: Config): Promise<VgpudExit> {
     log.flush();
     return VgpudExit.startFailed;
   }
-  await new Promise<void>((resolve) => {
+  const exit = await new Promise<VgpudExit>((resolve) => {
     const stop = (signal: string) => {
       log.info({ signal }, "signal received");
-      node.stop().then(resolve, resolve);
+      node.stop().then(
+        () => resolve(VgpudExit.ok),
+        () => resolve(VgpudExit.ok),
+      );
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
+    // The device failed: the node stepped down (device-failure.ts); a restart brings it back
+    // as a standby with a fresh device.
+    node.deviceFailure.then(() => resolve(VgpudExit.deviceFailed));
   });
   await new Promise<void>((resolve) => log.flush(() => resolve()));
-  return VgpudExit.ok;
+  return exit;
 }
 
 async function main(argv: readonly string[]): Promise<VgpudExit> {

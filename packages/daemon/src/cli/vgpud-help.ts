@@ -8,6 +8,11 @@ export const VgpudExit = {
   startFailed: 1,
   /** An invalid config, tls files, host check or command line: a restart would not help. */
   config: 2,
+  /**
+   * The device failed (work past device.maxCallMs, or its thread died): the node stepped down
+   * so the standby takes over. systemd restarts it; it joins as a standby with a fresh device.
+   */
+  deviceFailed: 3,
 } as const;
 
 export type VgpudExit = (typeof VgpudExit)[keyof typeof VgpudExit];
@@ -28,6 +33,8 @@ Exit codes:
   1  the config is valid but the node failed to start (a fatal log line says why)
   2  invalid config, tls files, host check (memory, ports with --check) or command line:
      one line per problem, naming the field ("config: guest.listen = ...: ...")
+  3  the device failed (work past device.maxCallMs, or the device thread died): the node
+     stepped down so its standby takes over; restarted, it joins as a standby
 
 Files:
   /etc/vgpu-ha/vgpud.yaml            the config (the systemd unit passes --config)

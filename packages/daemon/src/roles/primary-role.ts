@@ -9,6 +9,7 @@ import {
   type DiscardedWork,
   decodePrimaryMessage,
   encodeStandbyMessage,
+  type FaultedFrame,
   type GuestLink,
   grpcGuestLink,
   grpcLink,
@@ -23,7 +24,7 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, digestOf } from "@vgpu-ha/gpu-model";
+import { Backend, type DeviceFailure, digestOf, digestWhenDone } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
@@ -56,6 +57,8 @@ const CLOSE_WAIT_MS = 5_000;
 export interface Takeover {
   readonly backend: Backend;
   readonly lastSeq: number;
+  /** Frames the old primary's failed device was running: answered DEVICE_FAULT if re-sent. */
+  readonly faultedFrames?: readonly FaultedFrame[];
 }
 
 export class PrimaryRole implements Role {
@@ -160,6 +163,8 @@ export class PrimaryRole implements Role {
       takeover !== undefined,
     );
     this.guests = guests!;
+    this.driver.sequencer.faultFrames(takeover?.faultedFrames ?? []);
+    deps.watchDevice?.(this.driver.backend.progress);
   }
 
   private guestService(hooks: GuestHooks): GuestService {
@@ -189,6 +194,15 @@ export class PrimaryRole implements Role {
 
   get backend(): Backend {
     return this.driver.backend;
+  }
+
+  /** This node's device failed: name the frame in flight to the standby (device-failure.ts). */
+  deviceFailed(failure: DeviceFailure): { frames: readonly FaultedFrame[]; sent: () => boolean } {
+    const frames = this.driver.deviceFailed(failure);
+    const sender = this.driver.sender;
+    // No standby streaming: nobody to tell (a standby that is not a replica cannot promote).
+    const sent = () => sender === undefined || sender.fault.sent || sender.state !== "streaming";
+    return { frames, sent };
   }
 
   get log(): ReplicationLog {

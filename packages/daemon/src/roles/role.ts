@@ -12,7 +12,7 @@ import type {
   Supervisor,
   wire,
 } from "@vgpu-ha/common";
-import type { StateDigest } from "@vgpu-ha/gpu-model";
+import type { DeviceProgress, StateDigest } from "@vgpu-ha/gpu-model";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { GuestRefusalSink } from "../guest-listener.js";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
@@ -49,6 +49,8 @@ export interface RoleDeps {
   readonly refusals: ReplicationRefusals;
   /** Peer mode: the lease thread (heartbeats beside the main loop); undefined when off. */
   readonly leaseThread?: LeaseThread | undefined;
+  /** Follow this device from now on (the node steps down when it fails: device-watch.ts). */
+  readonly watchDevice?: (progress: DeviceProgress) => void;
 }
 
 export interface Role {

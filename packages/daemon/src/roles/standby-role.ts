@@ -86,6 +86,8 @@ export class StandbyRole implements Role {
   }
 
   start(): void {
+    // A replica kept from a handover is watched from the start; a snapshot's, once it lands.
+    if (this.receiver.backend) this.deps.watchDevice?.(this.receiver.backend.progress);
     this.driver.start();
   }
 
@@ -195,6 +197,7 @@ export class StandbyRole implements Role {
         if (!this.stopped && r.backend) digestWhenDone(r.backend, () => {});
       });
     }
+    if (r.backend) this.deps.watchDevice?.(r.backend.progress); // a snapshot makes a new one
     metrics.appliedEntries.inc(r.appliedEntries - this.appliedCounted);
     this.appliedCounted = r.appliedEntries;
   }
@@ -225,6 +228,13 @@ export class StandbyRole implements Role {
         return;
       case "handoverRefused":
         logger.error(fields, "switchover refused: not an exact replica");
+        return;
+      case "deviceFault":
+        metrics.deviceFailures.inc({ whose: "peer" });
+        logger.error(
+          fields,
+          "the primary's device failed: it steps down; its frame in flight is never run again here",
+        );
         return;
     }
   }

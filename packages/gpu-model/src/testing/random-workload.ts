@@ -41,8 +41,11 @@ export const WORKLOAD_LIMITS = {
   maxStoresPerBatch: 16,
   /** Re-sends repeat one of the session's last this-many frames (reply cache must hold them). */
   resendWindowFrames: 8,
-  /** Largest work of a valid launch (gemm 32×32×32); a backend's maxKernelWork must be ≥ this. */
-  maxKernelWork: 32 * 32 * 32,
+  /**
+   * Largest work of a valid launch: a histogram of a whole 64 KiB input (16384 elements at 32
+   * units each) into 256 bins; a backend's maxKernelWork must be ≥ this.
+   */
+  maxKernelWork: ((64 << 10) / 4) * 32 + 256,
 } as const;
 
 /** Every kernel the generator launches; a test checks this is the device's whole library. */

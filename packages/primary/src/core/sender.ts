@@ -23,6 +23,7 @@ import {
   type SnapshotChunk,
   type StandbyMessage,
 } from "@vgpu-ha/common/core";
+import { DeviceFaultNotice } from "./device-fault-notice.js";
 import type { SenderEvent, SenderOptions, SenderState, SnapshotStream } from "./sender-types.js";
 
 export type { SenderEvent, SenderOptions, SenderState, SnapshotStream } from "./sender-types.js";
@@ -362,6 +363,9 @@ export class Sender {
     this.pendingHandover = { lastSeq: this.log.lastSeq, digest, sentMs: undefined };
   }
 
+  /** This node's device failed: what to tell the standby (device-fault-notice.ts). */
+  readonly fault = new DeviceFaultNotice();
+
   /** The switchover was given up: send no (more) handover. */
   cancelHandover(): void {
     this.pendingHandover = undefined;
@@ -390,6 +394,7 @@ export class Sender {
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);
     else if (this.state === "streaming") this.pollEntries(nowMs, out);
+    this.fault.poll(this.state === "streaming", this.sentSeq, this.epoch, out);
     const h = this.pendingHandover;
     const due = h && (h.sentMs === undefined || nowMs - h.sentMs > this.options.retransmitMs);
     if (h && due && this.state === "streaming" && this.sentSeq === this.log.lastSeq) {

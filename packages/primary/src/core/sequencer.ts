@@ -17,9 +17,12 @@ import {
   type CallResult,
   EMPTY_DELTA,
   ErrorCode,
+  type FaultedFrame,
   type Frame,
   type FrameRecord,
   type HandleDelta,
+  invariant,
+  NO_OUTPUT,
   type PageWrite,
   type ReplicationLog,
   type SessionCloseReason,
@@ -64,6 +67,8 @@ export class Sequencer {
   readonly options: SequencerOptions;
   private readonly clock: () => number;
   private pendingFrames: FrameRecord[] = [];
+  /** Frames a failed device was running (session id → frame numbers): see faultFrames(). */
+  private readonly faulted = new Map<string, Set<number>>();
   private pendingStoreBytes = 0;
   readonly mmioCounters: MmioCounters = {
     storesSeen: 0,
@@ -115,7 +120,22 @@ export class Sequencer {
     return this.append({ kind: "sessionClose", sessionId: id, reason });
   }
 
+  /**
+   * Frames whose device work was running when the previous primary's device failed (its
+   * DeviceFault, kept by the standby that took over). If the guest re-sends one this node has
+   * not applied, it is answered DEVICE_FAULT and not run: it might take this device down too.
+   * One this node applied keeps its cached reply (the backend answers the re-send).
+   */
+  faultFrames(frames: readonly FaultedFrame[]): void {
+    for (const f of frames) {
+      const numbers = this.faulted.get(f.sessionId) ?? new Set<number>();
+      numbers.add(f.frame);
+      this.faulted.set(f.sessionId, numbers);
+    }
+  }
+
   applyFrame(session: Session, frame: Frame): Sequenced {
+    if (this.isFaulted(session, frame)) return this.refuseFaulted(session, frame.number);
     if (frame.body.kind === "call") this.flushMmio();
     const destroyed =
       frame.body.kind === "call" && frame.body.call.op === "contextDestroy"
@@ -169,6 +189,33 @@ export class Sequencer {
     const seq = this.log.lastSeq + 1;
     if (this.pendingStoreBytes >= this.options.flushBytes) this.flushMmio();
     return { outcome, seq };
+  }
+
+  private isFaulted(session: Session, frame: Frame): boolean {
+    if (this.faulted.size === 0 || frame.number !== session.lastFrame + 1) return false;
+    return this.faulted.get(session.id)?.has(frame.number) === true;
+  }
+
+  /**
+   * Consumes a faulted frame without running it: the session records it with DEVICE_FAULT
+   * (its cached reply), and so does the standby, from a page batch with no pages.
+   */
+  private refuseFaulted(session: Session, number: number): Sequenced {
+    const numbers = this.faulted.get(session.id)!;
+    numbers.delete(number);
+    if (numbers.size === 0) this.faulted.delete(session.id);
+    const record: FrameRecord = {
+      sessionId: session.id,
+      frame: number,
+      code: ErrorCode.DEVICE_FAULT,
+      message: `frame ${number} was running when the previous primary's device failed: not run again`,
+    };
+    this.flushMmio();
+    const refused = this.backend.recordFrame(record); // the session's next frame: cannot fail
+    invariant(refused === null, `faulted frame not recorded: ${refused?.message}`);
+    const seq = this.append({ kind: "mmioPages", pages: [], frames: [record] });
+    const result: CallResult = { code: record.code, message: record.message, output: NO_OUTPUT };
+    return { outcome: { kind: "applied", result }, seq };
   }
 
   /** Cuts the pending page batch into one entry; the seq of that entry, or 0 if none. */

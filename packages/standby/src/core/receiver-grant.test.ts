@@ -5,17 +5,9 @@
 import type { PrimaryMessage } from "@vgpu-ha/common/core";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
-import { testBackendOptions } from "../testing/backend-options.js";
-import { Receiver } from "./receiver.js";
+import { replicaReceiver, testBackendOptions } from "../testing/backend-options.js";
 
-function replica(epoch = 3): Receiver {
-  const r = new Receiver(
-    { clusterId: "c", nodeId: "b", backendOptions: testBackendOptions() },
-    epoch,
-  );
-  r.adopt(new Backend(testBackendOptions()), 0);
-  return r;
-}
+const replica = replicaReceiver;
 
 const hb = (syncReplica: boolean, epoch = 3, sentUs = 1000): PrimaryMessage => ({
   kind: "heartbeat",

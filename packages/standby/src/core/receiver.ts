@@ -13,6 +13,7 @@
 import type {
   CheckpointResult,
   Entry,
+  FaultedFrame,
   LateResult,
   NodeVersion,
   PrimaryMessage,
@@ -35,6 +36,9 @@ export interface ReceiverOptions {
   readonly apply?: (backend: Backend, entry: Entry) => ApplyResult;
 }
 
+/** Faulted frames kept at most (a bound: a primary names a handful, once). */
+const FAULTED_FRAMES_MAX = 64;
+
 export type ReceiverState = "empty" | "snapshot" | "replica" | "diverged";
 
 export interface ReceiverEvent {
@@ -45,7 +49,8 @@ export interface ReceiverEvent {
     | "staleEpoch"
     | "gap"
     | "handover"
-    | "handoverRefused";
+    | "handoverRefused"
+    | "deviceFault";
   readonly seq: number;
   readonly detail: string;
 }
@@ -110,6 +115,8 @@ export class Receiver {
   get backlog(): number {
     return this.receivedSeq - this.appliedSeq;
   }
+  /** Frames a failed primary device was running (its DeviceFault), newest last. */
+  readonly faultedFrames: FaultedFrame[] = [];
 
   constructor(options: ReceiverOptions, epoch: number) {
     this.options = options;
@@ -222,7 +229,28 @@ export class Receiver {
         return this.onChunk(message.chunk);
       case "handover":
         return this.onHandover(message.lastSeq, message.digest);
+      case "deviceFault":
+        return this.onDeviceFault(message.frames, message.reason);
     }
+  }
+
+  /**
+   * The primary's device failed while these frames' device work ran: kept for the promotion,
+   * where a frame this replica does not have yet is answered DEVICE_FAULT, never run again.
+   * A frame it has applied keeps the reply it cached (its device ran the frame).
+   */
+  private onDeviceFault(frames: readonly FaultedFrame[], reason: string): StandbyMessage[] {
+    for (const f of frames) {
+      if (this.faultedFrames.length >= FAULTED_FRAMES_MAX) this.faultedFrames.shift();
+      this.faultedFrames.push(f);
+    }
+    const named = frames.map((f) => `${f.sessionId}#${f.frame} (seq ${f.seq})`).join(", ");
+    this.events.push({
+      kind: "deviceFault",
+      seq: this.appliedSeq,
+      detail: `${reason}; in flight: ${named || "no guest frame"}`,
+    });
+    return [this.ack()];
   }
 
   /**

@@ -1,5 +1,6 @@
 // Small backend options for the standby's tests (a 1 MiB device, no tenants).
-import type { BackendOptions } from "@vgpu-ha/gpu-model";
+import { Backend, type BackendOptions } from "@vgpu-ha/gpu-model";
+import { Receiver } from "../core/receiver.js";
 
 export function testBackendOptions(): BackendOptions {
   return {
@@ -10,4 +11,14 @@ export function testBackendOptions(): BackendOptions {
     maxStoresPerBatch: 16,
     trackMmio: false,
   };
+}
+
+/** A receiver holding an empty replica (adopted, not yet granted) at `epoch`. */
+export function replicaReceiver(epoch = 3): Receiver {
+  const r = new Receiver(
+    { clusterId: "c", nodeId: "b", backendOptions: testBackendOptions() },
+    epoch,
+  );
+  r.adopt(new Backend(testBackendOptions()), 0);
+  return r;
 }

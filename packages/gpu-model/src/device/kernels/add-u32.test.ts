@@ -77,6 +77,6 @@ describe("add_u32", () => {
     expect(addU32Kernel.validate([large, small, large, n])?.reason).toBe("args");
     expect(addU32Kernel.validate([large, large, small, n])?.reason).toBe("args");
     expect(addU32Kernel.validate([large, large, large, n])).toBeNull();
-    expect(addU32Kernel.work([large, large, large, 9])).toBe(9);
+    expect(addU32Kernel.work([large, large, large, 9])).toBe(18);
   });
 });

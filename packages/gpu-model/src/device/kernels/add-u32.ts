@@ -12,6 +12,9 @@ function unpack(args: readonly ResolvedArg[]) {
   };
 }
 
+/** Work units per element: measured cost relative to fill (bench/kernel-speed.ts). */
+const WORK_PER_ELEMENT = 2;
+
 export const addU32Kernel: KernelSpec = {
   name: "add_u32",
   slots: [
@@ -25,7 +28,7 @@ export const addU32Kernel: KernelSpec = {
     return checkFits("dst", dst, n) ?? checkFits("a", a, n) ?? checkFits("b", b, n);
   },
   work(args) {
-    return unpack(args).n;
+    return unpack(args).n * WORK_PER_ELEMENT;
   },
   run(args) {
     const { dst, a, b, n } = unpack(args);

@@ -69,6 +69,6 @@ describe("reduce_sum_f32", () => {
     expect(reduceSumF32Kernel.validate([out, input, PAGE_ELEMENTS + 1])?.reason).toBe("args");
     expect(reduceSumF32Kernel.validate([input, input, 1])?.reason).toBe("args");
     expect(reduceSumF32Kernel.validate([out, input, PAGE_ELEMENTS])).toBeNull();
-    expect(reduceSumF32Kernel.work([out, input, 8])).toBe(8);
+    expect(reduceSumF32Kernel.work([out, input, 8])).toBe(16);
   });
 });

@@ -8,6 +8,9 @@ function unpack(args: readonly ResolvedArg[]) {
   return { out: bufferArg(args, 0), input: bufferArg(args, 1), n: scalarArg(args, 2) };
 }
 
+/** Work units per element: the sum is one dependent chain (bench/kernel-speed.ts). */
+const WORK_PER_ELEMENT = 2;
+
 export const reduceSumF32Kernel: KernelSpec = {
   name: "reduce_sum_f32",
   slots: [
@@ -20,7 +23,7 @@ export const reduceSumF32Kernel: KernelSpec = {
     return checkDistinct("out", out, "in", input) ?? checkFits("in", input, n);
   },
   work(args) {
-    return unpack(args).n;
+    return unpack(args).n * WORK_PER_ELEMENT;
   },
   run(args) {
     const { out, input, n } = unpack(args);

@@ -12,6 +12,9 @@ function unpack(args: readonly ResolvedArg[]) {
   };
 }
 
+/** Work units per element: measured cost relative to fill (bench/kernel-speed.ts). */
+const WORK_PER_ELEMENT = 2;
+
 export const saxpyF32Kernel: KernelSpec = {
   name: "saxpy_f32",
   slots: [
@@ -25,7 +28,7 @@ export const saxpyF32Kernel: KernelSpec = {
     return checkFits("y", y, n) ?? checkFits("x", x, n);
   },
   work(args) {
-    return unpack(args).n;
+    return unpack(args).n * WORK_PER_ELEMENT;
   },
   run(args) {
     const { y, x, n, a } = unpack(args);

@@ -38,6 +38,9 @@ function step(from: Float32Array, to: Float32Array, width: number, height: numbe
   }
 }
 
+/** Work units per cell and iteration: five reads and nine rounded operations (bench/kernel-speed.ts). */
+const WORK_PER_CELL = 8;
+
 export const stencil2dF32Kernel: KernelSpec = {
   name: "stencil2d_f32",
   slots: [
@@ -60,7 +63,7 @@ export const stencil2dF32Kernel: KernelSpec = {
   },
   work(args) {
     const { width, height, iterations } = unpack(args);
-    return width * height * Math.max(iterations, 1);
+    return width * height * Math.max(iterations, 1) * WORK_PER_CELL;
   },
   run(args) {
     const { dst, src, width, height, iterations, alpha } = unpack(args);

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file vgpu/v1/replication.proto.
  */
 export const file_vgpu_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQi8wEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAQgYKBGtpbmQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNImgKCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMEikKDGxhdGVfcmVzdWx0cxgDIAMoCzITLnZncHUudjEuTGF0ZVJlc3VsdCJGCgpMYXRlUmVzdWx0EgsKA3NlcRgBIAEoBBIVCg1vdXRwdXRfZGlnZXN0GAIgASgMEhQKDHN0YXRlX2RpZ2VzdBgDIAEoCSJgCglIZWFydGJlYXQSDwoHc2VudF91cxgBIAEoBBIQCghsYXN0X3NlcRgCIAEoBBIUCgxzeW5jX3JlcGxpY2EYAyABKAgSGgoSbWFpbnRlbmFuY2VfcGF1c2VkGAQgASgIIrYCCgVFbnRyeRILCgNzZXEYASABKAQSIgoEY2FsbBgCIAEoCzISLnZncHUudjEuQ2FsbEVudHJ5SAASLQoKbW1pb19wYWdlcxgDIAEoCzIXLnZncHUudjEuTW1pb1BhZ2VzRW50cnlIABItCgptbWlvX3N0b3JlGAQgASgLMhcudmdwdS52MS5NbWlvU3RvcmVFbnRyeUgAEjEKDHNlc3Npb25fb3BlbhgFIAEoCzIZLnZncHUudjEuU2Vzc2lvbk9wZW5FbnRyeUgAEjMKDXNlc3Npb25fY2xvc2UYBiABKAsyGi52Z3B1LnYxLlNlc3Npb25DbG9zZUVudHJ5SAASLgoKY2hlY2twb2ludBgHIAEoCzIYLnZncHUudjEuQ2hlY2twb2ludEVudHJ5SABCBgoEa2luZCKaAQoJQ2FsbEVudHJ5EhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSGwoEY2FsbBgDIAEoCzINLnZncHUudjEuQ2FsbBIlCgdoYW5kbGVzGAQgASgLMhQudmdwdS52MS5IYW5kbGVEZWx0YRImCgZyZXN1bHQYBSABKAsyFi52Z3B1LnYxLlJlc3VsdFN1bW1hcnkijwEKC0hhbmRsZURlbHRhEhgKEGNvbnRleHRzX2NyZWF0ZWQYASADKA0SGgoSY29udGV4dHNfZGVzdHJveWVkGAIgAygNEiQKDGJvc19hc3NpZ25lZBgDIAMoCzIOLnZncHUudjEuQm9SZWYSJAoMYm9zX3JlbGVhc2VkGAQgAygLMg4udmdwdS52MS5Cb1JlZiIkCgVCb1JlZhIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNIkgKDVJlc3VsdFN1bW1hcnkSIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEhUKDW91dHB1dF9kaWdlc3QYAiABKAwiWQoOTW1pb1BhZ2VzRW50cnkSIQoFcGFnZXMYASADKAsyEi52Z3B1LnYxLlBhZ2VXcml0ZRIkCgZmcmFtZXMYAiADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkIl4KCVBhZ2VXcml0ZRIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCnBhZ2VfaW5kZXgYAyABKA0SIAoHZXh0ZW50cxgEIAMoCzIPLnZncHUudjEuRXh0ZW50Ii4KBkV4dGVudBIWCg5vZmZzZXRfaW5fcGFnZRgBIAEoDRIMCgRkYXRhGAIgASgMInEKDk1taW9TdG9yZUVudHJ5Eg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SDgoGb2Zmc2V0GAMgASgEEgwKBGRhdGEYBCABKAwSJAoGZnJhbWVzGAUgAygLMhQudmdwdS52MS5GcmFtZVJlY29yZCJjCgtGcmFtZVJlY29yZBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZyYW1lGAIgASgEEiAKBGNvZGUYAyABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAQgASgJIjYKEFNlc3Npb25PcGVuRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkiVAoRU2Vzc2lvbkNsb3NlRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgZyZWFzb24YAiABKA4yGy52Z3B1LnYxLlNlc3Npb25DbG9zZVJlYXNvbiI1Cg9DaGVja3BvaW50RW50cnkSDgoGZGlnZXN0GAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAQinQEKDVNuYXBzaG90Q2h1bmsSEwoLc25hcHNob3RfaWQYASABKAQSDgoGYXRfc2VxGAIgASgEEg0KBWluZGV4GAMgASgNEgwKBGxhc3QYBCABKAgSIwoEbWV0YRgFIAEoCzIVLnZncHUudjEuU25hcHNob3RNZXRhEiUKBXBhZ2VzGAYgAygLMhYudmdwdS52MS5TbmFwc2hvdFBhZ2VzIp4BCgxTbmFwc2hvdE1ldGESGwoTbmV4dF9jb250ZXh0X2hhbmRsZRgBIAEoDRIqCghjb250ZXh0cxgCIAMoCzIYLnZncHUudjEuU25hcHNob3RDb250ZXh0EioKCHNlc3Npb25zGAMgAygLMhgudmdwdS52MS5TbmFwc2hvdFNlc3Npb24SGQoRdG90YWxfY2h1bmtzX2hpbnQYBCABKAQilAEKD1NuYXBzaG90Q29udGV4dBIOCgZoYW5kbGUYASABKA0SDgoGdGVuYW50GAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSFgoObmV4dF9ib19oYW5kbGUYBCABKA0SEwoLZmVuY2VfdmFsdWUYBSABKAQSIAoDYm9zGAYgAygLMhMudmdwdS52MS5TbmFwc2hvdEJvIkAKClNuYXBzaG90Qm8SDgoGaGFuZGxlGAEgASgNEhIKCnNpemVfYnl0ZXMYAiABKAQSDgoGbWFwcGVkGAMgASgIInIKD1NuYXBzaG90U2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCRISCgpsYXN0X2ZyYW1lGAMgASgEEicKB3JlcGxpZXMYBCADKAsyFi52Z3B1LnYxLlNuYXBzaG90UmVwbHkiQwoNU25hcHNob3RSZXBseRINCgVmcmFtZRgBIAEoBBIjCgZyZXN1bHQYAiABKAsyEy52Z3B1LnYxLkNhbGxSZXN1bHQiTgoNU25hcHNob3RQYWdlcxIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCmZpcnN0X3BhZ2UYAyABKA0SDAoEZGF0YRgEIAEoDCLCAQoOU3RhbmRieU1lc3NhZ2USDQoFZXBvY2gYASABKAQSJgoFaGVsbG8YAiABKAsyFS52Z3B1LnYxLlN0YW5kYnlIZWxsb0gAEhsKA2FjaxgDIAEoCzIMLnZncHUudjEuQWNrSAASKAoGcmVzeW5jGAQgASgLMhYudmdwdS52MS5SZXN5bmNSZXF1ZXN0SAASKgoFZXJyb3IYBSABKAsyGS52Z3B1LnYxLlJlcGxpY2F0aW9uRXJyb3JIAEIGCgRraW5kIrQBCgxTdGFuZGJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEg0KBWVtcHR5GAMgASgIEhgKEGxhc3RfYXBwbGllZF9zZXEYBCABKAQSEwoLc25hcHNob3RfaWQYBSABKAQSFgoOc25hcHNob3RfY2h1bmsYBiABKA0SDwoHdmVyc2lvbhgHIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAggASgNIsMBCgNBY2sSEwoLYXBwbGllZF9zZXEYASABKAQSEwoLc25hcHNob3RfaWQYAiABKAQSFgoOc25hcHNob3RfY2h1bmsYAyABKA0SGQoRaGVhcnRiZWF0X3NlbnRfdXMYBCABKAQSLgoLY2hlY2twb2ludHMYBSADKAsyGS52Z3B1LnYxLkNoZWNrcG9pbnRSZXN1bHQSGQoRaGFuZG92ZXJfYWNjZXB0ZWQYBiABKAgSFAoMcmVjZWl2ZWRfc2VxGAcgASgEIlIKEENoZWNrcG9pbnRSZXN1bHQSEgoKcmVxdWVzdF9pZBgBIAEoBBILCgNzZXEYAiABKAQSDQoFZXF1YWwYAyABKAgSDgoGZGlnZXN0GAQgASgJIlgKDVJlc3luY1JlcXVlc3QSJQoGcmVhc29uGAEgASgOMhUudmdwdS52MS5SZXN5bmNSZWFzb24SEAoIZnJvbV9zZXEYAiABKAQSDgoGZGV0YWlsGAMgASgJIkUKEFJlcGxpY2F0aW9uRXJyb3ISIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkqUwoITm9kZVJvbGUSGQoVTk9ERV9ST0xFX1VOU1BFQ0lGSUVEEAASFQoRTk9ERV9ST0xFX1BSSU1BUlkQARIVChFOT0RFX1JPTEVfU1RBTkRCWRACKnYKElNlc3Npb25DbG9zZVJlYXNvbhIeChpTRVNTSU9OX0NMT1NFX1JFQVNPTl9HVUVTVBAAEh0KGVNFU1NJT05fQ0xPU0VfUkVBU09OX0lETEUQARIhCh1TRVNTSU9OX0NMT1NFX1JFQVNPTl9PUEVSQVRPUhACKmAKDFJlc3luY1JlYXNvbhIdChlSRVNZTkNfUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVTWU5DX1JFQVNPTl9HQVAQARIaChZSRVNZTkNfUkVBU09OX0RJVkVSR0VEEAIyhQEKC1JlcGxpY2F0aW9uEj4KBlN0cmVhbRIXLnZncHUudjEuUHJpbWFyeU1lc3NhZ2UaFy52Z3B1LnYxLlN0YW5kYnlNZXNzYWdlKAEwARI2CgVQcm9iZRIVLnZncHUudjEuUHJvYmVSZXF1ZXN0GhYudmdwdS52MS5Qcm9iZVJlc3BvbnNlYgZwcm90bzM", [file_vgpu_v1_types]);
+  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQioQIKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAEiwKDGRldmljZV9mYXVsdBgQIAEoCzIULnZncHUudjEuRGV2aWNlRmF1bHRIAEIGCgRraW5kIkQKC0RldmljZUZhdWx0EiUKBmZyYW1lcxgBIAMoCzIVLnZncHUudjEuRmF1bHRlZEZyYW1lEg4KBnJlYXNvbhgCIAEoCSI+CgxGYXVsdGVkRnJhbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBILCgNzZXEYAyABKAQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNImgKCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMEikKDGxhdGVfcmVzdWx0cxgDIAMoCzITLnZncHUudjEuTGF0ZVJlc3VsdCJGCgpMYXRlUmVzdWx0EgsKA3NlcRgBIAEoBBIVCg1vdXRwdXRfZGlnZXN0GAIgASgMEhQKDHN0YXRlX2RpZ2VzdBgDIAEoCSJgCglIZWFydGJlYXQSDwoHc2VudF91cxgBIAEoBBIQCghsYXN0X3NlcRgCIAEoBBIUCgxzeW5jX3JlcGxpY2EYAyABKAgSGgoSbWFpbnRlbmFuY2VfcGF1c2VkGAQgASgIIrYCCgVFbnRyeRILCgNzZXEYASABKAQSIgoEY2FsbBgCIAEoCzISLnZncHUudjEuQ2FsbEVudHJ5SAASLQoKbW1pb19wYWdlcxgDIAEoCzIXLnZncHUudjEuTW1pb1BhZ2VzRW50cnlIABItCgptbWlvX3N0b3JlGAQgASgLMhcudmdwdS52MS5NbWlvU3RvcmVFbnRyeUgAEjEKDHNlc3Npb25fb3BlbhgFIAEoCzIZLnZncHUudjEuU2Vzc2lvbk9wZW5FbnRyeUgAEjMKDXNlc3Npb25fY2xvc2UYBiABKAsyGi52Z3B1LnYxLlNlc3Npb25DbG9zZUVudHJ5SAASLgoKY2hlY2twb2ludBgHIAEoCzIYLnZncHUudjEuQ2hlY2twb2ludEVudHJ5SABCBgoEa2luZCKaAQoJQ2FsbEVudHJ5EhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSGwoEY2FsbBgDIAEoCzINLnZncHUudjEuQ2FsbBIlCgdoYW5kbGVzGAQgASgLMhQudmdwdS52MS5IYW5kbGVEZWx0YRImCgZyZXN1bHQYBSABKAsyFi52Z3B1LnYxLlJlc3VsdFN1bW1hcnkijwEKC0hhbmRsZURlbHRhEhgKEGNvbnRleHRzX2NyZWF0ZWQYASADKA0SGgoSY29udGV4dHNfZGVzdHJveWVkGAIgAygNEiQKDGJvc19hc3NpZ25lZBgDIAMoCzIOLnZncHUudjEuQm9SZWYSJAoMYm9zX3JlbGVhc2VkGAQgAygLMg4udmdwdS52MS5Cb1JlZiIkCgVCb1JlZhIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNIkgKDVJlc3VsdFN1bW1hcnkSIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEhUKDW91dHB1dF9kaWdlc3QYAiABKAwiWQoOTW1pb1BhZ2VzRW50cnkSIQoFcGFnZXMYASADKAsyEi52Z3B1LnYxLlBhZ2VXcml0ZRIkCgZmcmFtZXMYAiADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkIl4KCVBhZ2VXcml0ZRIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCnBhZ2VfaW5kZXgYAyABKA0SIAoHZXh0ZW50cxgEIAMoCzIPLnZncHUudjEuRXh0ZW50Ii4KBkV4dGVudBIWCg5vZmZzZXRfaW5fcGFnZRgBIAEoDRIMCgRkYXRhGAIgASgMInEKDk1taW9TdG9yZUVudHJ5Eg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SDgoGb2Zmc2V0GAMgASgEEgwKBGRhdGEYBCABKAwSJAoGZnJhbWVzGAUgAygLMhQudmdwdS52MS5GcmFtZVJlY29yZCJjCgtGcmFtZVJlY29yZBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZyYW1lGAIgASgEEiAKBGNvZGUYAyABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAQgASgJIjYKEFNlc3Npb25PcGVuRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkiVAoRU2Vzc2lvbkNsb3NlRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgZyZWFzb24YAiABKA4yGy52Z3B1LnYxLlNlc3Npb25DbG9zZVJlYXNvbiI1Cg9DaGVja3BvaW50RW50cnkSDgoGZGlnZXN0GAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAQinQEKDVNuYXBzaG90Q2h1bmsSEwoLc25hcHNob3RfaWQYASABKAQSDgoGYXRfc2VxGAIgASgEEg0KBWluZGV4GAMgASgNEgwKBGxhc3QYBCABKAgSIwoEbWV0YRgFIAEoCzIVLnZncHUudjEuU25hcHNob3RNZXRhEiUKBXBhZ2VzGAYgAygLMhYudmdwdS52MS5TbmFwc2hvdFBhZ2VzIp4BCgxTbmFwc2hvdE1ldGESGwoTbmV4dF9jb250ZXh0X2hhbmRsZRgBIAEoDRIqCghjb250ZXh0cxgCIAMoCzIYLnZncHUudjEuU25hcHNob3RDb250ZXh0EioKCHNlc3Npb25zGAMgAygLMhgudmdwdS52MS5TbmFwc2hvdFNlc3Npb24SGQoRdG90YWxfY2h1bmtzX2hpbnQYBCABKAQilAEKD1NuYXBzaG90Q29udGV4dBIOCgZoYW5kbGUYASABKA0SDgoGdGVuYW50GAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSFgoObmV4dF9ib19oYW5kbGUYBCABKA0SEwoLZmVuY2VfdmFsdWUYBSABKAQSIAoDYm9zGAYgAygLMhMudmdwdS52MS5TbmFwc2hvdEJvIkAKClNuYXBzaG90Qm8SDgoGaGFuZGxlGAEgASgNEhIKCnNpemVfYnl0ZXMYAiABKAQSDgoGbWFwcGVkGAMgASgIInIKD1NuYXBzaG90U2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCRISCgpsYXN0X2ZyYW1lGAMgASgEEicKB3JlcGxpZXMYBCADKAsyFi52Z3B1LnYxLlNuYXBzaG90UmVwbHkiQwoNU25hcHNob3RSZXBseRINCgVmcmFtZRgBIAEoBBIjCgZyZXN1bHQYAiABKAsyEy52Z3B1LnYxLkNhbGxSZXN1bHQiTgoNU25hcHNob3RQYWdlcxIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCmZpcnN0X3BhZ2UYAyABKA0SDAoEZGF0YRgEIAEoDCLCAQoOU3RhbmRieU1lc3NhZ2USDQoFZXBvY2gYASABKAQSJgoFaGVsbG8YAiABKAsyFS52Z3B1LnYxLlN0YW5kYnlIZWxsb0gAEhsKA2FjaxgDIAEoCzIMLnZncHUudjEuQWNrSAASKAoGcmVzeW5jGAQgASgLMhYudmdwdS52MS5SZXN5bmNSZXF1ZXN0SAASKgoFZXJyb3IYBSABKAsyGS52Z3B1LnYxLlJlcGxpY2F0aW9uRXJyb3JIAEIGCgRraW5kIrQBCgxTdGFuZGJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEg0KBWVtcHR5GAMgASgIEhgKEGxhc3RfYXBwbGllZF9zZXEYBCABKAQSEwoLc25hcHNob3RfaWQYBSABKAQSFgoOc25hcHNob3RfY2h1bmsYBiABKA0SDwoHdmVyc2lvbhgHIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAggASgNIsMBCgNBY2sSEwoLYXBwbGllZF9zZXEYASABKAQSEwoLc25hcHNob3RfaWQYAiABKAQSFgoOc25hcHNob3RfY2h1bmsYAyABKA0SGQoRaGVhcnRiZWF0X3NlbnRfdXMYBCABKAQSLgoLY2hlY2twb2ludHMYBSADKAsyGS52Z3B1LnYxLkNoZWNrcG9pbnRSZXN1bHQSGQoRaGFuZG92ZXJfYWNjZXB0ZWQYBiABKAgSFAoMcmVjZWl2ZWRfc2VxGAcgASgEIlIKEENoZWNrcG9pbnRSZXN1bHQSEgoKcmVxdWVzdF9pZBgBIAEoBBILCgNzZXEYAiABKAQSDQoFZXF1YWwYAyABKAgSDgoGZGlnZXN0GAQgASgJIlgKDVJlc3luY1JlcXVlc3QSJQoGcmVhc29uGAEgASgOMhUudmdwdS52MS5SZXN5bmNSZWFzb24SEAoIZnJvbV9zZXEYAiABKAQSDgoGZGV0YWlsGAMgASgJIkUKEFJlcGxpY2F0aW9uRXJyb3ISIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkqUwoITm9kZVJvbGUSGQoVTk9ERV9ST0xFX1VOU1BFQ0lGSUVEEAASFQoRTk9ERV9ST0xFX1BSSU1BUlkQARIVChFOT0RFX1JPTEVfU1RBTkRCWRACKnYKElNlc3Npb25DbG9zZVJlYXNvbhIeChpTRVNTSU9OX0NMT1NFX1JFQVNPTl9HVUVTVBAAEh0KGVNFU1NJT05fQ0xPU0VfUkVBU09OX0lETEUQARIhCh1TRVNTSU9OX0NMT1NFX1JFQVNPTl9PUEVSQVRPUhACKmAKDFJlc3luY1JlYXNvbhIdChlSRVNZTkNfUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVTWU5DX1JFQVNPTl9HQVAQARIaChZSRVNZTkNfUkVBU09OX0RJVkVSR0VEEAIyhQEKC1JlcGxpY2F0aW9uEj4KBlN0cmVhbRIXLnZncHUudjEuUHJpbWFyeU1lc3NhZ2UaFy52Z3B1LnYxLlN0YW5kYnlNZXNzYWdlKAEwARI2CgVQcm9iZRIVLnZncHUudjEuUHJvYmVSZXF1ZXN0GhYudmdwdS52MS5Qcm9iZVJlc3BvbnNlYgZwcm90bzM", [file_vgpu_v1_types]);
 
 /**
  * @generated from message vgpu.v1.ProbeRequest
@@ -131,6 +131,14 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
      */
     value: Handover;
     case: "handover";
+  } | {
+    /**
+     * 16: kept apart from the kinds the ack-modes work may add after 6.
+     *
+     * @generated from field: vgpu.v1.DeviceFault device_fault = 16;
+     */
+    value: DeviceFault;
+    case: "deviceFault";
   } | { case: undefined; value?: undefined };
 };
 
@@ -140,6 +148,63 @@ export type PrimaryMessage = Message<"vgpu.v1.PrimaryMessage"> & {
  */
 export const PrimaryMessageSchema: GenMessage<PrimaryMessage> = /*@__PURE__*/
   messageDesc(file_vgpu_v1_replication, 2);
+
+/**
+ * The primary's device failed (a piece of work ran past device.maxCallMs, or the device
+ * thread died): the primary steps down. It names the frames whose device work was running, so
+ * that the next primary never runs them again blindly: a frame the standby already applied
+ * keeps its cached reply; a frame it does not have is answered DEVICE_FAULT when the guest
+ * re-sends it (docs/failure-model.md, "A device that fails"). Sent after the entries it names.
+ *
+ * @generated from message vgpu.v1.DeviceFault
+ */
+export type DeviceFault = Message<"vgpu.v1.DeviceFault"> & {
+  /**
+   * @generated from field: repeated vgpu.v1.FaultedFrame frames = 1;
+   */
+  frames: FaultedFrame[];
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message vgpu.v1.DeviceFault.
+ * Use `create(DeviceFaultSchema)` to create a new message.
+ */
+export const DeviceFaultSchema: GenMessage<DeviceFault> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 3);
+
+/**
+ * @generated from message vgpu.v1.FaultedFrame
+ */
+export type FaultedFrame = Message<"vgpu.v1.FaultedFrame"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: uint64 frame = 2;
+   */
+  frame: bigint;
+
+  /**
+   * The entry that carried the frame.
+   *
+   * @generated from field: uint64 seq = 3;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message vgpu.v1.FaultedFrame.
+ * Use `create(FaultedFrameSchema)` to create a new message.
+ */
+export const FaultedFrameSchema: GenMessage<FaultedFrame> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 4);
 
 /**
  * Planned switchover: the primary has stopped taking frames and the standby has applied
@@ -167,7 +232,7 @@ export type Handover = Message<"vgpu.v1.Handover"> & {
  * Use `create(HandoverSchema)` to create a new message.
  */
 export const HandoverSchema: GenMessage<Handover> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 3);
+  messageDesc(file_vgpu_v1_replication, 5);
 
 /**
  * @generated from message vgpu.v1.PrimaryHello
@@ -224,7 +289,7 @@ export type PrimaryHello = Message<"vgpu.v1.PrimaryHello"> & {
  * Use `create(PrimaryHelloSchema)` to create a new message.
  */
 export const PrimaryHelloSchema: GenMessage<PrimaryHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 4);
+  messageDesc(file_vgpu_v1_replication, 6);
 
 /**
  * Consecutive log entries, in seq order: either as `entries`, or as `packed`, the same
@@ -257,7 +322,7 @@ export type EntryBatch = Message<"vgpu.v1.EntryBatch"> & {
  * Use `create(EntryBatchSchema)` to create a new message.
  */
 export const EntryBatchSchema: GenMessage<EntryBatch> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 5);
+  messageDesc(file_vgpu_v1_replication, 7);
 
 /**
  * Entries leave before the primary's device has run them (docs/replication.md, "The
@@ -290,7 +355,7 @@ export type LateResult = Message<"vgpu.v1.LateResult"> & {
  * Use `create(LateResultSchema)` to create a new message.
  */
 export const LateResultSchema: GenMessage<LateResult> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 6);
+  messageDesc(file_vgpu_v1_replication, 8);
 
 /**
  * @generated from message vgpu.v1.Heartbeat
@@ -331,7 +396,7 @@ export type Heartbeat = Message<"vgpu.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 7);
+  messageDesc(file_vgpu_v1_replication, 9);
 
 /**
  * One record of the replication log.
@@ -391,7 +456,7 @@ export type Entry = Message<"vgpu.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 8);
+  messageDesc(file_vgpu_v1_replication, 10);
 
 /**
  * A guest call, its parameters, its handle-mapping delta and a summary of its result.
@@ -430,7 +495,7 @@ export type CallEntry = Message<"vgpu.v1.CallEntry"> & {
  * Use `create(CallEntrySchema)` to create a new message.
  */
 export const CallEntrySchema: GenMessage<CallEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 9);
+  messageDesc(file_vgpu_v1_replication, 11);
 
 /**
  * Guest handles the call assigned or released (the handle-mapping table delta).
@@ -464,7 +529,7 @@ export type HandleDelta = Message<"vgpu.v1.HandleDelta"> & {
  * Use `create(HandleDeltaSchema)` to create a new message.
  */
 export const HandleDeltaSchema: GenMessage<HandleDelta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 10);
+  messageDesc(file_vgpu_v1_replication, 12);
 
 /**
  * @generated from message vgpu.v1.BoRef
@@ -486,7 +551,7 @@ export type BoRef = Message<"vgpu.v1.BoRef"> & {
  * Use `create(BoRefSchema)` to create a new message.
  */
 export const BoRefSchema: GenMessage<BoRef> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 11);
+  messageDesc(file_vgpu_v1_replication, 13);
 
 /**
  * A call's outcome, compared by the standby with its own: the code and a digest of the output.
@@ -514,7 +579,7 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
  * Use `create(ResultSummarySchema)` to create a new message.
  */
 export const ResultSummarySchema: GenMessage<ResultSummary> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 12);
+  messageDesc(file_vgpu_v1_replication, 14);
 
 /**
  * The MMIO stores of a group of store frames, one record per dirty page with only the bytes
@@ -539,7 +604,7 @@ export type MmioPagesEntry = Message<"vgpu.v1.MmioPagesEntry"> & {
  * Use `create(MmioPagesEntrySchema)` to create a new message.
  */
 export const MmioPagesEntrySchema: GenMessage<MmioPagesEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 13);
+  messageDesc(file_vgpu_v1_replication, 15);
 
 /**
  * @generated from message vgpu.v1.PageWrite
@@ -571,7 +636,7 @@ export type PageWrite = Message<"vgpu.v1.PageWrite"> & {
  * Use `create(PageWriteSchema)` to create a new message.
  */
 export const PageWriteSchema: GenMessage<PageWrite> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 14);
+  messageDesc(file_vgpu_v1_replication, 16);
 
 /**
  * @generated from message vgpu.v1.Extent
@@ -593,7 +658,7 @@ export type Extent = Message<"vgpu.v1.Extent"> & {
  * Use `create(ExtentSchema)` to create a new message.
  */
 export const ExtentSchema: GenMessage<Extent> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 15);
+  messageDesc(file_vgpu_v1_replication, 17);
 
 /**
  * One MMIO store (the per-store baseline). `frames` is set on the last store of a frame.
@@ -632,7 +697,7 @@ export type MmioStoreEntry = Message<"vgpu.v1.MmioStoreEntry"> & {
  * Use `create(MmioStoreEntrySchema)` to create a new message.
  */
 export const MmioStoreEntrySchema: GenMessage<MmioStoreEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 16);
+  messageDesc(file_vgpu_v1_replication, 18);
 
 /**
  * A store frame applied on the primary: its number and result, for the session table.
@@ -666,7 +731,7 @@ export type FrameRecord = Message<"vgpu.v1.FrameRecord"> & {
  * Use `create(FrameRecordSchema)` to create a new message.
  */
 export const FrameRecordSchema: GenMessage<FrameRecord> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 17);
+  messageDesc(file_vgpu_v1_replication, 19);
 
 /**
  * @generated from message vgpu.v1.SessionOpenEntry
@@ -688,7 +753,7 @@ export type SessionOpenEntry = Message<"vgpu.v1.SessionOpenEntry"> & {
  * Use `create(SessionOpenEntrySchema)` to create a new message.
  */
 export const SessionOpenEntrySchema: GenMessage<SessionOpenEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 18);
+  messageDesc(file_vgpu_v1_replication, 20);
 
 /**
  * @generated from message vgpu.v1.SessionCloseEntry
@@ -712,7 +777,7 @@ export type SessionCloseEntry = Message<"vgpu.v1.SessionCloseEntry"> & {
  * Use `create(SessionCloseEntrySchema)` to create a new message.
  */
 export const SessionCloseEntrySchema: GenMessage<SessionCloseEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 19);
+  messageDesc(file_vgpu_v1_replication, 21);
 
 /**
  * The primary's state digest after every entry up to this one; the standby compares its own.
@@ -737,7 +802,7 @@ export type CheckpointEntry = Message<"vgpu.v1.CheckpointEntry"> & {
  * Use `create(CheckpointEntrySchema)` to create a new message.
  */
 export const CheckpointEntrySchema: GenMessage<CheckpointEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 20);
+  messageDesc(file_vgpu_v1_replication, 22);
 
 /**
  * A piece of a consistent snapshot at seq `at_seq`. The first chunk (index 0) carries the
@@ -782,7 +847,7 @@ export type SnapshotChunk = Message<"vgpu.v1.SnapshotChunk"> & {
  * Use `create(SnapshotChunkSchema)` to create a new message.
  */
 export const SnapshotChunkSchema: GenMessage<SnapshotChunk> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 21);
+  messageDesc(file_vgpu_v1_replication, 23);
 
 /**
  * @generated from message vgpu.v1.SnapshotMeta
@@ -814,7 +879,7 @@ export type SnapshotMeta = Message<"vgpu.v1.SnapshotMeta"> & {
  * Use `create(SnapshotMetaSchema)` to create a new message.
  */
 export const SnapshotMetaSchema: GenMessage<SnapshotMeta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 22);
+  messageDesc(file_vgpu_v1_replication, 24);
 
 /**
  * @generated from message vgpu.v1.SnapshotContext
@@ -856,7 +921,7 @@ export type SnapshotContext = Message<"vgpu.v1.SnapshotContext"> & {
  * Use `create(SnapshotContextSchema)` to create a new message.
  */
 export const SnapshotContextSchema: GenMessage<SnapshotContext> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 23);
+  messageDesc(file_vgpu_v1_replication, 25);
 
 /**
  * @generated from message vgpu.v1.SnapshotBo
@@ -883,7 +948,7 @@ export type SnapshotBo = Message<"vgpu.v1.SnapshotBo"> & {
  * Use `create(SnapshotBoSchema)` to create a new message.
  */
 export const SnapshotBoSchema: GenMessage<SnapshotBo> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 24);
+  messageDesc(file_vgpu_v1_replication, 26);
 
 /**
  * @generated from message vgpu.v1.SnapshotSession
@@ -915,7 +980,7 @@ export type SnapshotSession = Message<"vgpu.v1.SnapshotSession"> & {
  * Use `create(SnapshotSessionSchema)` to create a new message.
  */
 export const SnapshotSessionSchema: GenMessage<SnapshotSession> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 25);
+  messageDesc(file_vgpu_v1_replication, 27);
 
 /**
  * @generated from message vgpu.v1.SnapshotReply
@@ -937,7 +1002,7 @@ export type SnapshotReply = Message<"vgpu.v1.SnapshotReply"> & {
  * Use `create(SnapshotReplySchema)` to create a new message.
  */
 export const SnapshotReplySchema: GenMessage<SnapshotReply> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 26);
+  messageDesc(file_vgpu_v1_replication, 28);
 
 /**
  * Consecutive non-zero pages of one buffer, starting at first_page.
@@ -971,7 +1036,7 @@ export type SnapshotPages = Message<"vgpu.v1.SnapshotPages"> & {
  * Use `create(SnapshotPagesSchema)` to create a new message.
  */
 export const SnapshotPagesSchema: GenMessage<SnapshotPages> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 27);
+  messageDesc(file_vgpu_v1_replication, 29);
 
 /**
  * @generated from message vgpu.v1.StandbyMessage
@@ -1017,7 +1082,7 @@ export type StandbyMessage = Message<"vgpu.v1.StandbyMessage"> & {
  * Use `create(StandbyMessageSchema)` to create a new message.
  */
 export const StandbyMessageSchema: GenMessage<StandbyMessage> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 28);
+  messageDesc(file_vgpu_v1_replication, 30);
 
 /**
  * @generated from message vgpu.v1.StandbyHello
@@ -1076,7 +1141,7 @@ export type StandbyHello = Message<"vgpu.v1.StandbyHello"> & {
  * Use `create(StandbyHelloSchema)` to create a new message.
  */
 export const StandbyHelloSchema: GenMessage<StandbyHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 29);
+  messageDesc(file_vgpu_v1_replication, 31);
 
 /**
  * Cumulative: every entry up to received_seq is received (handed to the standby's device,
@@ -1133,7 +1198,7 @@ export type Ack = Message<"vgpu.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 30);
+  messageDesc(file_vgpu_v1_replication, 32);
 
 /**
  * @generated from message vgpu.v1.CheckpointResult
@@ -1165,7 +1230,7 @@ export type CheckpointResult = Message<"vgpu.v1.CheckpointResult"> & {
  * Use `create(CheckpointResultSchema)` to create a new message.
  */
 export const CheckpointResultSchema: GenMessage<CheckpointResult> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 31);
+  messageDesc(file_vgpu_v1_replication, 33);
 
 /**
  * @generated from message vgpu.v1.ResyncRequest
@@ -1192,7 +1257,7 @@ export type ResyncRequest = Message<"vgpu.v1.ResyncRequest"> & {
  * Use `create(ResyncRequestSchema)` to create a new message.
  */
 export const ResyncRequestSchema: GenMessage<ResyncRequest> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 32);
+  messageDesc(file_vgpu_v1_replication, 34);
 
 /**
  * @generated from message vgpu.v1.ReplicationError
@@ -1214,7 +1279,7 @@ export type ReplicationError = Message<"vgpu.v1.ReplicationError"> & {
  * Use `create(ReplicationErrorSchema)` to create a new message.
  */
 export const ReplicationErrorSchema: GenMessage<ReplicationError> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 33);
+  messageDesc(file_vgpu_v1_replication, 35);
 
 /**
  * @generated from enum vgpu.v1.NodeRole
