@@ -2,6 +2,7 @@
 // for anything it does not accept.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseCommand, UsageError } from "../support/command-line.js";
+import { GEMM_SIDE_DEFAULT } from "./heavy.js";
 
 export const FAULT_KINDS = [
   "kill",
@@ -23,6 +24,8 @@ export interface ChaosOptions {
   readonly sessions: number;
   /** Guest frames a second, all sessions together. */
   readonly rate: number;
+  /** Side of the ~20 ms gemm_f32 launches in the guests' mix (0: none). */
+  readonly gemmSide: number;
   readonly loopback: boolean;
   /** Report directory. */
   readonly out: string;
@@ -87,6 +90,12 @@ function program(): Command {
       200,
     )
     .option(
+      "--gemm <side>",
+      "side (m = n = k) of the gemm_f32 launches in the mix, about 20 ms each at 224 here; 0: none",
+      integer("--gemm", 0, 1024),
+      GEMM_SIDE_DEFAULT,
+    )
+    .option(
       "--loopback",
       "both nodes on loopback ports even when network namespaces are available",
       false,
@@ -108,6 +117,7 @@ export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
     seed?: number;
     sessions: number;
     rate: number;
+    gemm: number;
     loopback: boolean;
     out?: string;
   }>();
@@ -119,6 +129,7 @@ export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
     seed: o.seed ?? Math.floor(Math.random() * 2 ** 31),
     sessions: o.sessions,
     rate: o.rate,
+    gemmSide: o.gemm,
     loopback: o.loopback,
     out: o.out ?? `chaos-report/${timestamp()}`,
   };
@@ -135,6 +146,7 @@ export function replayCommand(o: ChaosOptions): string {
     `--seed ${o.seed}`,
     `--sessions ${o.sessions}`,
     `--rate ${o.rate}`,
+    `--gemm ${o.gemmSide}`,
     ...(o.loopback ? ["--loopback"] : []),
   ].join(" ");
 }
