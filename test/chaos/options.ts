@@ -2,6 +2,7 @@
 // for anything it does not accept.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseCommand, UsageError } from "../support/command-line.js";
+import { MODES, type Mode } from "../support/modes.js";
 import { GEMM_SIDE_DEFAULT } from "./heavy.js";
 
 export const FAULT_KINDS = [
@@ -15,7 +16,7 @@ export const FAULT_KINDS = [
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface ChaosOptions {
-  readonly mode: "sync" | "async";
+  readonly mode: Mode;
   readonly lease: "peer" | "etcd";
   readonly durationS: number;
   /** The kinds chosen; "restart" is the systemd-like restart of dead nodes, not a fault. */
@@ -65,9 +66,7 @@ function program(): Command {
     .description(
       "Chaos harness: a vgpud pair under guest load while a nemesis kills, pauses, partitions and degrades it; checks that nothing acknowledged is lost or applied twice.",
     )
-    .addOption(
-      new Option("--mode <mode>", "replication mode").choices(["sync", "async"]).default("sync"),
-    )
+    .addOption(new Option("--mode <mode>", "replication mode").choices(MODES).default("sync"))
     .addOption(
       new Option("--lease <lease>", "lease mode").choices(["peer", "etcd"]).default("peer"),
     )
@@ -110,7 +109,7 @@ export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
   const cmd = parseCommand(program(), argv);
   if (cmd === "help") return "help";
   const o = cmd.opts<{
-    mode: "sync" | "async";
+    mode: Mode;
     lease: "peer" | "etcd";
     duration: number;
     faults: FaultKind[];
