@@ -15,6 +15,7 @@ import {
   type NodeVersion,
   type PrimaryMessage,
   type ReplicationLog,
+  type ReplicationMode,
   type StandbyMessage,
   type TimerHandle,
   type Timers,
@@ -49,7 +50,7 @@ export interface PrimaryDriverOptions {
   readonly version?: NodeVersion;
   /** This node starts the pair when no state survives (etcd: it may take the key first). */
   readonly configuredPrimary: boolean;
-  readonly mode: "sync" | "async";
+  readonly mode: ReplicationMode;
   readonly lease: LeaseTerms;
   /** etcd mode: how often a node without the key tries to take it back; undefined: peer mode. */
   readonly etcdPollMs: number | undefined;

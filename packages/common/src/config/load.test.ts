@@ -27,6 +27,14 @@ describe("config", () => {
     ).toEqual({ device: { vramBytes: "1GiB", seed: 9 }, nodeId: "b" });
   });
 
+  it("takes the three replication modes, sync by default, and nothing else", () => {
+    expect(parseConfig({}).replication.mode).toBe("sync");
+    for (const mode of ["async", "sync", "sync-applied"]) {
+      expect(parseConfig({ replication: { mode } }).replication.mode).toBe(mode);
+    }
+    expect(() => parseConfig({ replication: { mode: "semi" } })).toThrow(/replication\.mode/);
+  });
+
   it("lets the environment override the file", () => {
     const dir = mkdtempSync(join(tmpdir(), "vgpu-cfg-"));
     const file = join(dir, "node.yaml");

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { checkEtcdLeaseTerms } from "../core/etcd-lease.js";
 import { checkLeaseTerms } from "../core/lease.js";
 import { PROTOCOL_VERSION_MAX } from "../core/peer-version.js";
+import { REPLICATION_MODES } from "../core/release.js";
 import { listenerClash, portOf, sharedToken } from "./relations.js";
 
 const UNITS: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
@@ -171,8 +172,12 @@ export const ConfigSchema = z
       .strictObject({
         /** Where this node serves vgpu.v1.Replication (used while it is the standby). */
         listen: address.default("127.0.0.1:7500"),
-        /** sync: a frame is acknowledged once the standby applied it; async: at once. */
-        mode: z.enum(["sync", "async"]).default("sync"),
+        /**
+         * When a guest's frame is acknowledged (besides the primary having its result):
+         * sync: once the standby has received it and everything before it (DRBD B);
+         * sync-applied: once the standby has applied them (DRBD C); async: at once.
+         */
+        mode: z.enum(REPLICATION_MODES).default("sync"),
         /** Guests are held back while the standby lags by more than this (entries or bytes). */
         maxLagEntries: count(1, 10_000_000).default(200_000),
         maxLagBytes: bytes(1024 ** 2, 2 ** 40).default(512 * 1024 ** 2),

@@ -18,11 +18,24 @@ export type PrimaryLeaseState =
   /** Serves alone: the standby's grant is revoked (peer: after a further lease without it). */
   | "degraded";
 
+/**
+ * replication.mode: when a guest reply may leave (besides the primary's own device having
+ * its result). async: at once; sync: once the standby has *received* the entry and all before
+ * it (DRBD protocol B); sync-applied: once it has *applied* them (protocol C).
+ */
+export type ReplicationMode = "async" | "sync" | "sync-applied";
+
+export const REPLICATION_MODES = [
+  "async",
+  "sync",
+  "sync-applied",
+] as const satisfies readonly ReplicationMode[];
+
 /** The primary's view of its standby's link (the sender's state). */
 export type StandbyLinkState = "streaming" | "snapshot" | "down";
 
 export interface ReleaseView {
-  readonly mode: "sync" | "async";
+  readonly mode: ReplicationMode;
   readonly lease: PrimaryLeaseState;
   readonly link: StandbyLinkState;
   /** Whether the standby holds the sync grant (or one is being given). */

@@ -27,6 +27,7 @@ import {
   RELEASE_ALL,
   type ReleaseView,
   type ReplicationLog,
+  type ReplicationMode,
   releasableSeq,
   type SoloMark,
   type StandbyLinkState,
@@ -46,7 +47,7 @@ export type PrimaryLease = PrimaryLeaseState;
 export interface PrimaryMachineOptions {
   /** Who we and our peer are (hellos from anyone else are refused before their epoch counts). */
   readonly identity: PeerIdentityRule;
-  readonly mode: "sync" | "async";
+  readonly mode: ReplicationMode;
   readonly lease: LeaseTerms;
   /** etcd mode (lease.mode etcd); undefined: peer mode. */
   readonly etcd: Omit<EtcdRequestsOptions, "nodeId"> | undefined;
