@@ -1,7 +1,11 @@
 // Runs the chaos harness for real (network namespaces when root with `ip`, else loopback): a
 // short sync, peer-lease run of primary kills and pauses, with ~20 ms gemm_f32 kernels in the
-// guests' mix, must pass every check, with nothing lost or duplicated; and a run interrupted with SIGINT while its nodes start, or during a
-// fault, must leave no namespace, link or process of its own behind.
+// guests' mix, must pass every check, with nothing lost or duplicated; and a run interrupted
+// with SIGINT while its nodes start, or during a fault, must leave no namespace, link or
+// process of its own behind.
+// The run is sync only (the default, and the mode where replies leave before the standby
+// applies): a chaos run costs a minute of CI; the kill in every mode is failover.test.ts's, a
+// kill with an unapplied backlog failover-backlog.test.ts's; `npm run chaos --mode` takes all.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
