@@ -192,6 +192,7 @@ export const STANDBY_SEEDS: readonly Uint8Array[] = (
     {
       kind: "ack",
       epoch: 3,
+      receivedSeq: 4,
       appliedSeq: 4,
       snapshotId: 1,
       snapshotChunk: 2,
@@ -201,6 +202,7 @@ export const STANDBY_SEEDS: readonly Uint8Array[] = (
     {
       kind: "ack",
       epoch: 3,
+      receivedSeq: 1_000_000,
       appliedSeq: 1_000_000, // more than the primary ever logged
       snapshotId: 0,
       snapshotChunk: 0,

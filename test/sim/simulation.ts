@@ -328,7 +328,7 @@ export class Simulation {
   private checkpoint(): void {
     if (this.healed) return;
     this.stats.checkpoints++;
-    this.sequencer.checkpoint(computeDigest(this.backend).state, this.nextCheckpointId++);
+    this.sequencer.checkpoint(this.nextCheckpointId++);
     this.at(this.nowMs + this.params.checkpointEveryMs, { kind: "checkpoint" });
   }
 

@@ -58,7 +58,7 @@ export class StandbyMonitor {
       );
     }
     const result = applyEntry(backend, entry);
-    if (result.ok && (result.checkpoint === undefined || result.checkpoint.equal)) {
+    if (result.ok) {
       this.coveredSeq = entry.seq;
       this.applied++;
     }

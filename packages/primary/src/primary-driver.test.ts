@@ -38,6 +38,7 @@ const options: PrimaryDriverOptions = {
   maxLagEntries: 1000,
   maxLagBytes: 1 << 20,
   maxLagMs: 120,
+  maxApplyLagMs: 300,
   mmio: { mmio: "per-page", flushBytes: 1 << 20 },
   flushDelayMs: 1,
   sender: {
@@ -188,6 +189,7 @@ function setup(peer = true, etcd?: EtcdPort) {
 const ack = (nowMs: number, appliedSeq: number, extra: object = {}): StandbyMessage => ({
   kind: "ack",
   epoch: 1,
+  receivedSeq: appliedSeq,
   appliedSeq,
   snapshotId: 0,
   snapshotChunk: 0,

@@ -14,6 +14,7 @@ import {
   NOTHING_DISCARDED,
   type NodeVersion,
   type PrimaryMessage,
+  RELEASE_ALL,
   type ReplicationLog,
   type ReplicationMode,
   type StandbyMessage,
@@ -57,6 +58,8 @@ export interface PrimaryDriverOptions {
   readonly maxLagEntries: number;
   readonly maxLagBytes: number;
   readonly maxLagMs: number;
+  /** Guests wait while entries wait longer than this for the standby's device (applied). */
+  readonly maxApplyLagMs: number;
   readonly mmio: SequencerOptions;
   readonly flushDelayMs: number;
   readonly sender: Omit<SenderOptions, "clusterId" | "nodeId" | "peerName" | "heartbeatMs">;
@@ -94,6 +97,8 @@ export class PrimaryDriver<S> {
   private readonly promoted: boolean;
   private flushTimer: TimerHandle | undefined;
   private leaseTimer: TimerHandle | undefined;
+  /** Unsubscribes from the device's progress. */
+  private unsubscribeDevice: (() => void) | undefined;
   private stopping = false;
   /** Snapshot ids grow across restarts too (a standby ignores chunk 0 of an older id). */
   private nextSnapshotId: number;
@@ -150,6 +155,7 @@ export class PrimaryDriver<S> {
           maxLagEntries: o.maxLagEntries,
           maxLagBytes: o.maxLagBytes,
           maxLagMs: o.maxLagMs,
+          maxApplyLagMs: o.maxApplyLagMs,
         },
         this.sender,
         this.log,
@@ -165,7 +171,7 @@ export class PrimaryDriver<S> {
         onProgress: () => this.onProgress(),
         onEvent: (e) => {
           ports.observer.senderEvent(e, this.log.lastSeq);
-          this.apply(this.machine!.senderEvent(e));
+          this.apply(this.machine!.senderEvent(e, ports.clock.monotonicMs()));
         },
       });
       this.switchovers = new Switchover({
@@ -188,6 +194,8 @@ export class PrimaryDriver<S> {
 
   start(): void {
     const { machine, link, ports } = this;
+    // The device completed work: late results may go out, replies may be released.
+    this.unsubscribeDevice = this.backend.progress.onProgress(() => this.afterDevice());
     if (!machine || !link) return;
     machine.start(this.facts(), this.promoted);
     if (ports.etcd) ports.etcd.onLost = () => this.tick();
@@ -199,6 +207,7 @@ export class PrimaryDriver<S> {
   /** Ends guest streams (NOT_PRIMARY), the link and timers; answers still to come are ignored. */
   stop(reason: string): void {
     this.stopping = true;
+    this.unsubscribeDevice?.();
     this.machine?.stop();
     if (this.sender) this.ports.leaseThread?.none();
     this.ports.timers.clear(this.flushTimer);
@@ -244,12 +253,33 @@ export class PrimaryDriver<S> {
       applied: this.guests.applied,
       leaseThreadAckedMs: leaseThread?.ackedSentMs(),
       etcd: etcd ? { holding: etcd.holding, leaseEndMs: etcd.leaseEndMs() } : undefined,
+      deviceDoneSeq: this.deviceDoneSeq(),
     };
+  }
+
+  /**
+   * What the device has done: every entry up to this seq, or RELEASE_ALL once it did all work
+   * submitted (store frames waiting for their page batch included: their work is the next
+   * entry's).
+   */
+  private deviceDoneSeq(): number {
+    const upto = this.log.lastSeq + (this.sequencer.mmioPending ? 1 : 0);
+    const done = this.backend.progress.doneSeq(upto);
+    return done >= upto ? RELEASE_ALL : done;
   }
 
   /** Which replies may go out now (GuestHooks.replicatedSeq); undefined: all. */
   releasable(): number | undefined {
-    return this.machine?.releasable(this.facts());
+    if (this.machine) return this.machine.releasable(this.facts());
+    const done = this.deviceDoneSeq(); // alone: what the device has done
+    return done === RELEASE_ALL ? undefined : done;
+  }
+
+  /** Device progress: send what it produced (late results), release what it completed. */
+  private afterDevice(): void {
+    if (this.stopping) return;
+    this.link?.pump();
+    this.guests.release();
   }
 
   /** Moves between leased, fenced and degraded; called on a timer and on every ack. */

@@ -65,6 +65,8 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   private etcdView: V | undefined;
   /** The replica as of the last message (a completed snapshot replaces it). */
   private replica: Backend | undefined;
+  /** Stops following the replica's device (followDevice). */
+  private unfollowDevice: (() => void) | undefined;
 
   constructor(deps: StandbyDriverDeps<G, V>) {
     this.deps = deps;
@@ -103,6 +105,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     const refuseParked = this.machine.stop(reason);
     this.deps.timers.clear(this.leaseTimer);
     this.deps.timers.clear(this.parkTimer);
+    this.unfollowDevice?.();
     // Parked guests go to the new primary role when promoted; otherwise they are refused.
     if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
     this.link.close(reason);
@@ -131,6 +134,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   adopt(backend: Backend, lastSeq: number): void {
     this.receiver.adopt(backend, lastSeq);
     this.replica = backend;
+    this.followDevice(backend);
   }
 
   /**
@@ -165,10 +169,11 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
    * (an operator's choice, or the last state left), whatever state there is, or an empty one.
    */
   takeover(force = false): StandbyTakeover | undefined {
-    const { backend, appliedSeq } = this.receiver;
-    if (backend && (this.receiver.eligible || force)) return { backend, lastSeq: appliedSeq };
+    // Everything received: the promotion waited for the device to apply it (backlogApplied).
+    const { backend, receivedSeq } = this.receiver;
+    if (backend && (this.receiver.eligible || force)) return { backend, lastSeq: receivedSeq };
     if (!force) return undefined;
-    return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: appliedSeq };
+    return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: receivedSeq };
   }
 
   /** The highest epoch the receiver has seen (a promotion goes above it). */
@@ -188,6 +193,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       holdsReplica: this.holdsReplica,
       maintenancePaused: supervisor.maintenancePaused(),
       epoch: supervisor.epoch(),
+      backlog: this.receiver.backlog,
     };
   }
 
@@ -230,9 +236,16 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         return;
       case "etcdAcquire":
         deps.etcd!.port.acquire(this.etcdView!, a.epoch, (error, acquired) =>
-          this.run(machine.etcdAcquired(error ?? acquired, this.facts())),
+          this.run(machine.etcdAcquired(error ?? acquired, this.facts(), deps.now())),
         );
         return;
+      case "awaitDevice": {
+        const backend = this.receiver.backend;
+        const applied = () => this.run(machine.backlogApplied(deps.now(), this.facts()));
+        if (backend === undefined) applied();
+        else backend.progress.afterDevice(applied);
+        return;
+      }
     }
   }
 
@@ -240,6 +253,15 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   private refuse(stream: G): void {
     const fresh = this.link.connected && this.primaryInSight();
     this.deps.guests.refuse(stream, fresh ? this.deps.peerGuestAddress : "");
+  }
+
+  /** Follows the replica's device: acks its progress and sends what it produced. */
+  private followDevice(backend: Backend | undefined): void {
+    this.unfollowDevice?.();
+    this.unfollowDevice = backend?.progress.onProgress(() => {
+      this.link.flush();
+      this.afterStep();
+    });
   }
 
   private afterStep(): void {
@@ -254,6 +276,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       observer.receiverEvent?.(e, replaced);
       if (e.kind === "handover") this.run(this.machine.handover());
     }
+    if (this.replica !== r.backend) this.followDevice(r.backend);
     this.replica = r.backend;
   }
 }

@@ -157,6 +157,16 @@ export class StandbyLink {
     return null;
   }
 
+  /**
+   * Sends what the receiver has to say outside an answer (Receiver.poll: acks of device
+   * progress, results the device produced); with no live stream it waits for the next.
+   */
+  flush(): void {
+    const link = this.link;
+    if (link === undefined || this.closed) return;
+    for (const out of this.receiver.poll()) link.send(out);
+  }
+
   /** Ends the live stream and any not yet live; later streams are refused. */
   close(reason: string): void {
     this.closed = true;

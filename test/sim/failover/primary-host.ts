@@ -66,6 +66,7 @@ export class SimPrimary {
         maxLagEntries: params.maxLagEntries,
         maxLagBytes: Number.POSITIVE_INFINITY,
         maxLagMs: params.lease.leaseMs * 0.4,
+        maxApplyLagMs: params.lease.leaseMs,
         mmio: { mmio: params.mmio, flushBytes: params.flushBytes },
         flushDelayMs: params.flushDelayMs,
         sender: params.sender,

@@ -34,7 +34,7 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
       apply: (backend, entry) => {
         deps.lineages.follows(backend, entry, where);
         const result = applyEntry(backend, entry);
-        if (result.ok && (result.checkpoint === undefined || result.checkpoint.equal)) {
+        if (result.ok) {
           deps.lineages.push(backend, entry);
         }
         return result;

@@ -186,6 +186,12 @@ export const ConfigSchema = z
          * the lease would starve the primary's lease: the default is 40 % of lease.durationMs.
          */
         maxLagMs: ms(1, 600_000).optional(),
+        /**
+         * ...or by entries received but not applied for longer than this. A standby takes
+         * over only after applying its whole received backlog, so this bounds how much a
+         * takeover adds to the lease: the default is lease.durationMs.
+         */
+        maxApplyLagMs: ms(1, 600_000).optional(),
         /** Applied entries kept so a reconnecting standby resumes without a snapshot. */
         retainBytes: bytes(0, 2 ** 40).default(64 * 1024 ** 2),
         maxBatchEntries: count(1, 65536).default(1024),

@@ -7,6 +7,7 @@
 
 import { type Entry, type EntryBody, entryBytes, entryHeapBytes } from "./entries.js";
 import { invariant } from "./errors.js";
+import type { LateResult } from "./messages.js";
 
 interface Stored {
   readonly entry: Entry;
@@ -29,6 +30,14 @@ export class ReplicationLog {
   private droppedCumBytes = 0;
   /** cumHeapBytes of the newest dropped entry. */
   private droppedCumHeapBytes = 0;
+
+  /**
+   * Results of retained entries that needed the primary's device (a dmaRead's output digest, a
+   * checkpoint's state digest), in seq order, from lateHead on: they follow their entries to
+   * the standby (messages.ts LateResult).
+   */
+  private late: LateResult[] = [];
+  private lateHead = 0;
 
   /** A log that continues after `lastSeq` (0 for a new cluster). */
   constructor(lastSeq = 0) {
@@ -68,6 +77,26 @@ export class ReplicationLog {
     this.last = entry.seq;
     this.bytesHeld += bytes;
     return entry;
+  }
+
+  /** The device produced entry `r.seq`'s late result (kept while the entry is). */
+  addLate(r: LateResult): void {
+    invariant(r.seq <= this.last, `late result of seq ${r.seq} beyond the log`);
+    if (r.seq < this.firstRetainedSeq) return;
+    let i = this.late.length;
+    while (i > this.lateHead && this.late[i - 1]!.seq > r.seq) i--;
+    this.late.splice(i, 0, r);
+  }
+
+  /** The late results of entries after `afterSeq` up to `uptoSeq`, at most `max`. */
+  lateBetween(afterSeq: number, uptoSeq: number, max: number): LateResult[] {
+    const out: LateResult[] = [];
+    for (let i = this.lateHead; i < this.late.length && out.length < max; i++) {
+      const r = this.late[i]!;
+      if (r.seq > uptoSeq) break;
+      if (r.seq > afterSeq) out.push(r);
+    }
+    return out;
   }
 
   has(seq: number): boolean {
@@ -132,6 +161,14 @@ export class ReplicationLog {
     if (this.head > 4096 && this.head * 2 > this.stored.length) {
       this.stored = this.stored.slice(this.head);
       this.head = 0;
+    }
+    const first = this.firstRetainedSeq;
+    while (this.lateHead < this.late.length && this.late[this.lateHead]!.seq < first) {
+      this.lateHead++;
+    }
+    if (this.lateHead > 1024 && this.lateHead * 2 > this.late.length) {
+      this.late = this.late.slice(this.lateHead);
+      this.lateHead = 0;
     }
   }
 

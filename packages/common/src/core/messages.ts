@@ -19,7 +19,13 @@ export type PrimaryMessage =
       readonly version?: string;
       readonly protocolVersion?: number;
     }
-  | { readonly kind: "entries"; readonly epoch: number; readonly entries: readonly Entry[] }
+  | {
+      readonly kind: "entries";
+      readonly epoch: number;
+      readonly entries: readonly Entry[];
+      /** Summaries that needed the primary's device, for entries sent earlier or here. */
+      readonly lateResults?: readonly LateResult[];
+    }
   | { readonly kind: "snapshot"; readonly epoch: number; readonly chunk: SnapshotChunk }
   | {
       readonly kind: "heartbeat";
@@ -37,6 +43,15 @@ export type PrimaryMessage =
       readonly lastSeq: number;
       readonly digest: string;
     };
+
+/**
+ * The part of an entry's result that needed the primary's device, sent once it has run the
+ * entry (entries leave before that): a dmaRead's output digest (its call entry left with an
+ * empty one), or the state digest at a checkpoint (which left with an empty digest).
+ */
+export type LateResult =
+  | { readonly seq: number; readonly kind: "output"; readonly outputDigest: Uint8Array }
+  | { readonly seq: number; readonly kind: "state"; readonly digest: string };
 
 export interface CheckpointResult {
   readonly requestId: number;
@@ -65,6 +80,9 @@ export type StandbyMessage =
   | {
       readonly kind: "ack";
       readonly epoch: number;
+      /** Every entry up to it is received: handed to the standby's device (≥ appliedSeq). */
+      readonly receivedSeq: number;
+      /** Every entry up to it is applied: the standby's device completed it. */
       readonly appliedSeq: number;
       readonly snapshotId: number;
       readonly snapshotChunk: number;

@@ -26,18 +26,27 @@ const base: ReleaseView = {
   link: "streaming",
   granted: true,
   appliedSeq: 10,
+  receivedSeq: 12,
   confirmedSeq: 8,
+  deviceDoneSeq: RELEASE_ALL,
 };
 
 describe("releasableSeq", () => {
   it.each<[Partial<ReleaseView>, number]>([
-    [{}, 10],
+    [{}, 12],
+    [{ mode: "sync-applied" }, 10],
+    [{ deviceDoneSeq: 11 }, 11],
+    [{ mode: "sync-applied", deviceDoneSeq: 11 }, 10],
+    [{ mode: "async", deviceDoneSeq: 11 }, 11],
+    [{ granted: false, link: "down", deviceDoneSeq: 7 }, 7],
+    [{ lease: "fenced", deviceDoneSeq: 7 }, RELEASE_NONE],
     [{ link: "down" }, 8],
     [{ link: "snapshot" }, 8],
     [{ lease: "fenced" }, RELEASE_NONE],
     [{ lease: "fenced", mode: "async" }, RELEASE_NONE],
     [{ mode: "async" }, RELEASE_ALL],
     [{ granted: false }, 10],
+    [{ granted: false, mode: "sync-applied" }, 10],
     [{ granted: false, link: "down" }, RELEASE_ALL],
     [{ granted: false, link: "snapshot" }, RELEASE_ALL],
     [{ lease: "degraded", granted: false, link: "down" }, RELEASE_ALL],
@@ -46,26 +55,40 @@ describe("releasableSeq", () => {
     expect(releasableSeq({ ...base, ...change })).toBe(expected);
   });
 
-  it("with a granted standby never releases past what it applied or confirmed", () => {
+  it("with a granted standby never releases past what it received (sync) or applied (sync-applied) or confirmed, nor past the device", () => {
     fc.assert(
       fc.property(
+        fc.constantFrom("sync", "sync-applied" as const),
         fc.constantFrom("leased", "fenced", "degraded" as const),
         fc.constantFrom("streaming", "snapshot", "down" as const),
         fc.nat(1000),
         fc.nat(1000),
-        (lease, link, appliedSeq, confirmedSeq) => {
+        fc.nat(1000),
+        fc.nat(1000),
+        (mode, lease, link, appliedSeq, more, confirmedSeq, deviceDoneSeq) => {
+          const receivedSeq = appliedSeq + more;
           const v: ReleaseView = {
-            mode: "sync",
+            mode,
             lease,
             link,
             granted: true,
             appliedSeq,
+            receivedSeq,
             confirmedSeq,
+            deviceDoneSeq,
           };
-          expect(releasableSeq(v)).toBeLessThanOrEqual(Math.max(appliedSeq, confirmedSeq));
+          const held = mode === "sync" ? receivedSeq : appliedSeq;
+          expect(releasableSeq(v)).toBeLessThanOrEqual(Math.max(held, confirmedSeq));
+          expect(releasableSeq(v)).toBeLessThanOrEqual(deviceDoneSeq);
         },
       ),
     );
+  });
+
+  it("holds replies for a standby without the grant until it applied them, in both sync modes", () => {
+    for (const mode of ["sync", "sync-applied"] as const) {
+      expect(releasableSeq({ ...base, mode, granted: false })).toBe(base.appliedSeq);
+    }
   });
 });
 

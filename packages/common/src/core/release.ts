@@ -1,6 +1,11 @@
 // Which guest replies a primary may release (acknowledge), and when its standby may take over.
 // Pure functions of what the primary knows; the primary role evaluates them on every change.
 //
+// A reply leaves only once the primary's own device has its result (deviceDoneSeq) and the
+// mode's rule allows: async at once; sync once the standby *received* the entry (it applies
+// its whole received backlog before it may take over); sync-applied once it *applied* it.
+// The grant, the back-pressure and the lag bounds follow the applied seq.
+//
 // The standby may take over only while it holds the primary's *sync grant*: the primary grants
 // it (a flag on its heartbeats, and in etcd mode the `replica` field of the cluster record)
 // once the standby has applied every entry whose reply the primary ever released, and from
@@ -42,8 +47,23 @@ export interface ReleaseView {
   readonly granted: boolean;
   /** The standby's applied seq on the live link. */
   readonly appliedSeq: number;
-  /** The highest seq a standby of this epoch confirmed applied, on any link. */
+  /** The standby's received seq on the live link (≥ appliedSeq). */
+  readonly receivedSeq: number;
+  /**
+   * The highest seq a standby of this epoch confirmed holding, on any link: received (sync)
+   * or applied (sync-applied) — see confirmedBy.
+   */
   readonly confirmedSeq: number;
+  /** The primary's own device has completed every entry up to this seq. */
+  readonly deviceDoneSeq: number;
+}
+
+/** What the standby confirms by an ack, for the mode's release rule. */
+export function confirmedBy(
+  mode: ReplicationMode,
+  ack: { readonly receivedSeq: number; readonly appliedSeq: number },
+): number {
+  return mode === "sync" ? ack.receivedSeq : ack.appliedSeq;
 }
 
 /** Everything may be released. */
@@ -52,15 +72,22 @@ export const RELEASE_ALL = Number.POSITIVE_INFINITY;
 export const RELEASE_NONE = -1;
 
 /**
- * The highest seq whose replies may go out. A fenced primary releases nothing. A granted
- * standby may take over at any moment: only what it confirmed. A standby without the grant
+ * The highest seq whose replies may go out, never beyond what the primary's own device has
+ * done. A fenced primary releases nothing. A granted standby may take over at any moment: only
+ * what it confirmed (sync: received, sync-applied: applied). A standby without the grant
  * cannot take over, but while it streams the primary holds replies to let it catch up and earn
- * the grant; with no such standby (async, or none streaming), everything.
+ * the grant — which needs it to have *applied* everything released, so until then replies
+ * wait for its applied seq; with no such standby (async, or none streaming), everything.
  */
 export function releasableSeq(v: ReleaseView): number {
   if (v.lease === "fenced") return RELEASE_NONE;
+  return Math.min(v.deviceDoneSeq, replicatedSeq(v));
+}
+
+/** What the mode's rule alone allows (releasableSeq without the primary's device). */
+function replicatedSeq(v: ReleaseView): number {
   if (v.mode === "async") return RELEASE_ALL;
-  if (v.granted) return v.link === "streaming" ? v.appliedSeq : v.confirmedSeq;
+  if (v.granted) return v.link === "streaming" ? confirmedBy(v.mode, v) : v.confirmedSeq;
   return v.link === "streaming" ? v.appliedSeq : RELEASE_ALL;
 }
 

@@ -9,6 +9,7 @@ import type { PrimaryMessage, StandbyMessage } from "../core/messages.js";
 import type { SnapshotMeta } from "../core/snapshot.js";
 import { ErrorCode } from "../errors.js";
 import {
+  EntryBatchSchema,
   PrimaryMessageSchema,
   ResyncReason,
   StandbyMessageSchema,
@@ -20,6 +21,8 @@ import {
   encodePrimaryMessage,
   encodeStandbyMessage,
 } from "./replication-codec.js";
+
+type AckMessage = Extract<StandbyMessage, { kind: "ack" }>;
 
 const bytes = (...b: number[]) => new Uint8Array(b);
 const digest = new Uint8Array(16).fill(7);
@@ -149,6 +152,16 @@ const primaryMessages: PrimaryMessage[] = [
   { kind: "hello", epoch: 3, clusterId: "c", nodeId: "a", firstRetainedSeq: 10, lastSeq: 2 ** 50 },
   { kind: "entries", epoch: 3, entries },
   {
+    kind: "entries",
+    epoch: 3,
+    entries: entries.slice(0, 1),
+    lateResults: [
+      { seq: 4, kind: "output", outputDigest: digest },
+      { seq: 6, kind: "state", digest: "ab".repeat(32) },
+    ],
+  },
+  { kind: "entries", epoch: 3, entries: [], lateResults: [{ seq: 9, kind: "state", digest: "c" }] },
+  {
     kind: "snapshot",
     epoch: 3,
     chunk: { snapshotId: 11, atSeq: 99, index: 0, last: false, meta, pages: [] },
@@ -222,6 +235,7 @@ const standbyMessages: StandbyMessage[] = [
   {
     kind: "ack",
     epoch: 4,
+    receivedSeq: 90,
     appliedSeq: 80,
     snapshotId: 0,
     snapshotChunk: 0,
@@ -235,6 +249,8 @@ const standbyMessages: StandbyMessage[] = [
   { kind: "resync", epoch: 4, reason: "diverged", fromSeq: 0, detail: "digest mismatch" },
   { kind: "error", epoch: 4, code: ErrorCode.STALE_EPOCH, message: "epoch 3 < 4" },
 ];
+
+const ackMessage = standbyMessages.find((m): m is AckMessage => m.kind === "ack")!;
 
 const primaryBytes = (m: PrimaryMessage) => toBinary(PrimaryMessageSchema, encodePrimaryMessage(m));
 const roundTripPrimary = (m: PrimaryMessage) =>
@@ -267,13 +283,34 @@ describe("replication codec", () => {
 
   it("copies every decoded bytes field out of the receive buffer", () => {
     // fromBinary returns views into its input, as grpc's receive buffer does.
-    const snapshot = primaryMessages[2]!;
-    const pages = primaryMessages[3]!;
-    for (const m of [{ kind: "entries", epoch: 3, entries } as const, snapshot, pages]) {
+    const late = primaryMessages[2]!;
+    const snapshot = primaryMessages[4]!;
+    const pages = primaryMessages[5]!;
+    for (const m of [{ kind: "entries", epoch: 3, entries } as const, late, snapshot, pages]) {
       const buffer = primaryBytes(m);
       const decoded = decodePrimaryMessage(fromBinary(PrimaryMessageSchema, buffer));
       buffer.fill(0xff);
       expect(decoded).toEqual(m);
+    }
+  });
+
+  it("takes an ack without received_seq (an older standby) as received up to applied_seq", () => {
+    const wire = encodeStandbyMessage({ ...ackMessage, receivedSeq: 0 });
+    expect(decodeStandbyMessage(wire)).toMatchObject({ receivedSeq: 80, appliedSeq: 80 });
+  });
+
+  it("reports an ack received below applied, or a late result with both or no digest, as malformed", () => {
+    const ack = encodeStandbyMessage({ ...ackMessage, receivedSeq: 79 });
+    expect(decodeStandbyMessage(ack)).toBeInstanceOf(MalformedError);
+    for (const late of [
+      { seq: 4n, outputDigest: digest, stateDigest: "ab" },
+      { seq: 4n, outputDigest: new Uint8Array(0), stateDigest: "" },
+    ]) {
+      const w = create(PrimaryMessageSchema, {
+        epoch: 1n,
+        kind: { case: "entries", value: create(EntryBatchSchema, { lateResults: [late] }) },
+      });
+      expect(decodePrimaryMessage(w)).toBeInstanceOf(MalformedError);
     }
   });
 

@@ -6,6 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import type {
   CheckpointResult,
+  LateResult,
   PrimaryMessage,
   ResyncReason,
   StandbyMessage,
@@ -17,6 +18,7 @@ import {
   EntryBatchSchema,
   HandoverSchema,
   HeartbeatSchema,
+  LateResultSchema,
   PrimaryHelloSchema,
   PrimaryMessageSchema,
   ReplicationErrorSchema,
@@ -26,6 +28,8 @@ import {
   type CheckpointResult as WireCheckpointResult,
   type PrimaryMessage as WirePrimaryMessage,
   ResyncReason as WireResyncReason,
+  type EntryBatch as WireEntryBatch,
+  type LateResult as WireLateResult,
   type StandbyMessage as WireStandbyMessage,
 } from "../gen/vgpu/v1/replication_pb.js";
 import { type MalformedError, toSafe } from "./call-codec.js";
@@ -64,7 +68,10 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
     case "entries":
       return {
         case: "entries",
-        value: create(EntryBatchSchema, { packed: packEntries(m.entries) }),
+        value: create(EntryBatchSchema, {
+          packed: m.entries.length > 0 ? packEntries(m.entries) : new Uint8Array(0),
+          lateResults: (m.lateResults ?? []).map(encodeLateResult),
+        }),
       };
     case "snapshot":
       return { case: "snapshot", value: encodeChunk(m.chunk) };
@@ -106,7 +113,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         ...versionOf(k.value),
       };
     case "entries":
-      return { kind: "entries", epoch, entries: decodeEntryBatch(k.value) };
+      return decodeEntries(epoch, k.value);
     case "snapshot":
       return { kind: "snapshot", epoch, chunk: decodeChunk(k.value) };
     case "heartbeat":
@@ -128,6 +135,31 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
     default:
       return malformed("primary message has no kind");
   }
+}
+
+function decodeEntries(epoch: number, w: WireEntryBatch): PrimaryMessage {
+  const entries = decodeEntryBatch(w);
+  if (w.lateResults.length === 0) return { kind: "entries", epoch, entries };
+  return { kind: "entries", epoch, entries, lateResults: w.lateResults.map(decodeLateResult) };
+}
+
+function encodeLateResult(r: LateResult): WireLateResult {
+  const seq = BigInt(r.seq);
+  return r.kind === "output"
+    ? create(LateResultSchema, { seq, outputDigest: r.outputDigest })
+    : create(LateResultSchema, { seq, stateDigest: r.digest });
+}
+
+/** Exactly one of the two digests is set. */
+function decodeLateResult(w: WireLateResult): LateResult {
+  const seq = toSafe(w.seq, "late result seq");
+  const output = w.outputDigest.byteLength > 0;
+  if (output === (w.stateDigest !== "")) {
+    return malformed(`late result of seq ${seq} must carry exactly one digest`);
+  }
+  return output
+    ? { seq, kind: "output", outputDigest: new Uint8Array(w.outputDigest) }
+    : { seq, kind: "state", digest: w.stateDigest };
 }
 
 // ---- standby → primary ----
@@ -155,6 +187,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
       return {
         case: "ack",
         value: create(AckSchema, {
+          receivedSeq: BigInt(m.receivedSeq),
           appliedSeq: BigInt(m.appliedSeq),
           snapshotId: BigInt(m.snapshotId),
           snapshotChunk: m.snapshotChunk,
@@ -209,17 +242,25 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         snapshotChunk: k.value.snapshotChunk,
         ...versionOf(k.value),
       };
-    case "ack":
+    case "ack": {
+      const appliedSeq = toSafe(k.value.appliedSeq, "applied seq");
+      const receivedSeq = toSafe(k.value.receivedSeq, "received seq");
+      // A standby that does not send received_seq (0) has received what it applied.
+      if (receivedSeq !== 0 && receivedSeq < appliedSeq) {
+        return malformed(`ack of received seq ${receivedSeq} below applied seq ${appliedSeq}`);
+      }
       return {
         kind: "ack",
         epoch,
-        appliedSeq: toSafe(k.value.appliedSeq, "applied seq"),
+        receivedSeq: Math.max(receivedSeq, appliedSeq),
+        appliedSeq,
         snapshotId: toSafe(k.value.snapshotId, "snapshot id"),
         snapshotChunk: k.value.snapshotChunk,
         heartbeatSentUs: toSafe(k.value.heartbeatSentUs, "heartbeat send time"),
         checkpoints: k.value.checkpoints.map((c) => decodeCheckpointResult(c)),
         ...(k.value.handoverAccepted ? { handoverAccepted: true } : {}),
       };
+    }
     case "resync":
       return {
         kind: "resync",

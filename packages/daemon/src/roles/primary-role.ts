@@ -112,6 +112,7 @@ export class PrimaryRole implements Role {
         maxLagEntries: r.maxLagEntries,
         maxLagBytes: r.maxLagBytes,
         maxLagMs: r.maxLagMs ?? t.durationMs * 0.4,
+        maxApplyLagMs: r.maxApplyLagMs ?? t.durationMs,
         mmio: { mmio: config.mmio.replication, flushBytes: config.mmio.flushBytes },
         flushDelayMs: config.mmio.flushDelayMs,
         sender: {
@@ -325,9 +326,14 @@ export class PrimaryRole implements Role {
   async verify(): Promise<VerifyResult> {
     const sender = this.sender;
     if (!sender?.inSync) throw new VgpuError(ErrorCode.NO_STANDBY_IN_SYNC);
-    const digest = computeDigest(this.backend).state;
     const requestId = this.nextCheckpoint++;
-    const seq = this.sequencer.checkpoint(digest, requestId);
+    // The digest is taken once the device has done everything before the checkpoint; it
+    // follows the entry to the standby (a late result) and comes before the standby's answer.
+    let digest = "";
+    const seq = this.sequencer.checkpoint(requestId, (d) => {
+      digest = d;
+      this.driver.pump();
+    });
     this.driver.pump();
     const answer = await new Promise<SenderEvent & { kind: "checkpoint" }>((resolve, reject) => {
       const timer = setTimeout(() => {

@@ -155,6 +155,18 @@ export class StandbyRole implements Role {
       case "etcdDecision":
         logger.warn({ seq: r.appliedSeq, decision: n.decision }, "etcd: the leader key is free");
         return;
+      case "awaitingBacklog":
+        logger.warn(
+          { seq: r.appliedSeq, receivedSeq: r.receivedSeq, backlogEntries: n.entries },
+          "taking over once the device has applied the received backlog",
+        );
+        return;
+      case "backlogApplied":
+        logger.warn(
+          { seq: r.appliedSeq, backlogWaitMs: n.waitedMs },
+          "received backlog applied: taking over",
+        );
+        return;
       default:
         return;
     }

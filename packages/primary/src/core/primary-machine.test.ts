@@ -197,18 +197,18 @@ describe("back-pressure", () => {
 describe("the Sender's events", () => {
   it("a higher epoch steps the role down", () => {
     const s = leased();
-    expect(s.machine.senderEvent({ kind: "higherEpoch", epoch: 4 })).toEqual([
+    expect(s.machine.senderEvent({ kind: "higherEpoch", epoch: 4 }, 0)).toEqual([
       { kind: "stepDown", epoch: 4, reason: "peer is at epoch 4" },
     ]);
   });
 
   it("an accepted handover sends the guests over (and in etcd mode names the standby)", () => {
     const s = leased();
-    const out = s.machine.senderEvent({ kind: "handoverAccepted" });
+    const out = s.machine.senderEvent({ kind: "handoverAccepted" }, 0);
     expect(kinds(out)).toEqual(["notice:handoverAccepted", "endGuests"]);
     expect(s.machine.handedOff).toBe(true);
     const e = new MachineSetup({ etcd: { configuredPrimary: true, pollMs: 50 } });
-    expect(e.machine.senderEvent({ kind: "handoverAccepted" }).at(-1)).toEqual({
+    expect(e.machine.senderEvent({ kind: "handoverAccepted" }, 0).at(-1)).toEqual({
       kind: "etcd",
       request: HANDOVER,
     });
@@ -224,7 +224,7 @@ describe("the Sender's events", () => {
     s.connect();
     s.ack(0);
     expect(s.machine.tick(s.facts())).toContainEqual({ kind: "etcd", request: NAME });
-    expect(s.machine.senderEvent({ kind: "handoverAccepted" }).at(-1)).toEqual({
+    expect(s.machine.senderEvent({ kind: "handoverAccepted" }, 0).at(-1)).toEqual({
       kind: "etcd",
       request: HANDOVER,
     });
@@ -237,7 +237,7 @@ describe("the Sender's events", () => {
 
   it("other events ask nothing of the role", () => {
     const s = leased();
-    expect(s.machine.senderEvent({ kind: "resumed", fromSeq: 3 })).toEqual([]);
+    expect(s.machine.senderEvent({ kind: "resumed", fromSeq: 3 }, 0)).toEqual([]);
   });
 });
 

@@ -26,6 +26,7 @@ import {
   primaryLeaseEndMs,
   RELEASE_ALL,
   type ReleaseView,
+  confirmedBy,
   type ReplicationLog,
   type ReplicationMode,
   releasableSeq,
@@ -51,10 +52,15 @@ export interface PrimaryMachineOptions {
   readonly lease: LeaseTerms;
   /** etcd mode (lease.mode etcd); undefined: peer mode. */
   readonly etcd: Omit<EtcdRequestsOptions, "nodeId"> | undefined;
-  /** Guests wait while the standby lags by more than any of these. */
+  /**
+   * Guests wait while the standby lags by more than any of these: entries and bytes not yet
+   * applied, entries not received for longer than maxLagMs, not applied for longer than
+   * maxApplyLagMs (a takeover waits for the standby's backlog: this bounds that wait).
+   */
   readonly maxLagEntries: number;
   readonly maxLagBytes: number;
   readonly maxLagMs: number;
+  readonly maxApplyLagMs: number;
 }
 
 /** What the machine reads at each step, besides the Sender and the log. */
@@ -68,6 +74,11 @@ export interface PrimaryFacts {
   readonly leaseThreadAckedMs: number | undefined;
   /** etcd mode: whether this node holds the leader key, and until when its lease holds. */
   readonly etcd: { readonly holding: boolean; readonly leaseEndMs: number } | undefined;
+  /**
+   * The primary's own device has completed every entry up to this seq (RELEASE_ALL: all
+   * work submitted so far, including that of store frames waiting for their page batch).
+   */
+  readonly deviceDoneSeq: number;
 }
 
 /** What the observer is told (logs, metrics, the simulator's checker). */
@@ -106,7 +117,7 @@ export class PrimaryMachine {
   private fencedSinceMs: number | undefined;
   /** When the lease was last stepped: stepPeerLease notices this process was stopped. */
   private steppedMs: number | undefined;
-  /** The highest seq a standby of this epoch confirmed applied. */
+  /** The highest seq a standby of this epoch confirmed (confirmedBy: received or applied). */
   confirmedSeq = 0;
   /** The standby's sync grant (core/release.ts; etcd mode: whether the record names it). */
   grant: GrantState = NO_GRANT;
@@ -169,7 +180,7 @@ export class PrimaryMachine {
   /** After each step of the link: what the standby confirmed counts, then the lease. */
   progress(f: PrimaryFacts): PrimaryAction[] {
     const s = this.sender;
-    if (s.inSync) this.confirmedSeq = Math.max(this.confirmedSeq, s.appliedSeq);
+    if (s.inSync) this.confirmedSeq = Math.max(this.confirmedSeq, confirmedBy(this.options.mode, s));
     return [...this.tick(f), RELEASE];
   }
 
@@ -188,7 +199,9 @@ export class PrimaryMachine {
       link: linkState(s),
       granted: grantBinds(this.grant),
       appliedSeq: s.appliedSeq,
+      receivedSeq: s.receivedSeq,
       confirmedSeq: this.confirmedSeq,
+      deviceDoneSeq: f.deviceDoneSeq,
     };
   }
 
@@ -218,15 +231,18 @@ export class PrimaryMachine {
     const from = snapshot ? (s.snapshotProgress?.atSeq ?? 0) : s.appliedSeq;
     const lag = this.log.lagAfter(from, nowMs);
     const o = this.options;
-    const tooOld = !snapshot && lag.seconds * 1000 > o.maxLagMs;
-    return lag.entries > o.maxLagEntries || lag.bytes > o.maxLagBytes || tooOld;
+    if (lag.entries > o.maxLagEntries || lag.bytes > o.maxLagBytes) return true;
+    if (snapshot) return false;
+    if (lag.seconds * 1000 > o.maxApplyLagMs) return true;
+    return this.log.lagAfter(s.receivedSeq, nowMs).seconds * 1000 > o.maxLagMs;
   }
 
   /** Reactions to the Sender's events. */
-  senderEvent(e: SenderEvent): PrimaryAction[] {
+  senderEvent(e: SenderEvent, nowMs: number): PrimaryAction[] {
     if (e.kind === "higherEpoch") {
       return [{ kind: "stepDown", epoch: e.epoch, reason: `peer is at epoch ${e.epoch}` }];
     }
+    if (e.kind === "resync" && e.reason === "diverged") return this.revokeDiverged(nowMs);
     if (e.kind !== "handoverAccepted") return [];
     // Stepping down here, before the standby serves, was measured slower: guests bounced
     // between two refusing nodes. The new primary's dial makes this node step down. The guests
@@ -344,6 +360,20 @@ export class PrimaryMachine {
     if (!changed) return [];
     s.syncGrant = next.granted;
     return [notice({ kind: "grantChanged", granted: next.granted })];
+  }
+
+  /**
+   * The standby diverged — possibly on an entry it had acknowledged as received, whose reply
+   * went out: its grant is revoked at once (it no longer holds what was released, and says
+   * so itself). The revocation binds until it echoes a heartbeat sent after it, as a
+   * snapshot's does. etcd mode: the record is cleared once the snapshot replaces its state
+   * (etcdTick); the diverged standby does not take the key as a granted replica meanwhile.
+   */
+  private revokeDiverged(nowMs: number): PrimaryAction[] {
+    if (!this.grant.granted || this.etcd) return [];
+    this.grant = { granted: false, revokedAtUs: Math.round(nowMs * 1000) };
+    this.sender.syncGrant = false;
+    return [notice({ kind: "grantChanged", granted: false }), RELEASE];
   }
 
   /** etcd mode: the next request to etcd, if one is due (one at a time). */

@@ -13,6 +13,7 @@ const hello = testStandbyHello();
 const accepted: StandbyMessage = {
   kind: "ack",
   epoch: 1,
+  receivedSeq: 0,
   appliedSeq: 0,
   snapshotId: 0,
   snapshotChunk: 0,

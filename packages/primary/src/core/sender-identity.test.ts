@@ -54,6 +54,7 @@ describe("the sender's peer check", () => {
       {
         kind: "ack",
         epoch: 1,
+        receivedSeq: 0,
         appliedSeq: 0,
         snapshotId: 0,
         snapshotChunk: 0,

@@ -41,6 +41,7 @@ const emptyHello: StandbyMessage = {
 const ack = (chunks: number): StandbyMessage => ({
   kind: "ack",
   epoch: 1,
+  receivedSeq: 0,
   appliedSeq: 0,
   snapshotId: 1,
   snapshotChunk: chunks,

@@ -4,6 +4,10 @@
 //   disconnected → (connected) hello → standby hello → resume from its last applied seq when
 //   the log still holds what follows, else a consistent snapshot at seq S then entries > S →
 //   streaming: entries in seq order, many in flight (bounded), cumulative acks.
+// The standby acknowledges two seqs: received (handed to its device) and applied (its device
+// completed them). The window and resends follow the received one; what the log may drop and
+// the role's grant and back-pressure follow the applied one. Late results (what only the
+// primary's device could tell, log.addLate) follow their entries.
 // Gaps and duplicates are the receiver's business; the sender resends from a requested seq,
 // or from the last acknowledged one when acks stop coming (retransmitMs).
 import {
@@ -11,6 +15,7 @@ import {
   chunkBytes,
   ErrorCode,
   helloRefusal,
+  type LateResult,
   NO_HELLO,
   type NodeVersion,
   type PrimaryMessage,
@@ -44,9 +49,13 @@ export class Sender {
   private readonly startSnapshot: () => SnapshotStream;
   epoch: number;
   state: SenderState = "disconnected";
-  /** The standby's cumulative applied seq while it is a replica. */
+  /** The standby's cumulative applied seq while it is a replica (its device completed them). */
   appliedSeq = 0;
+  /** The standby's cumulative received seq (≥ appliedSeq): handed to its device. */
+  receivedSeq = 0;
   private sentSeq = 0;
+  /** Late results of entries up to this seq are sent. */
+  private lateSentSeq = 0;
   private snapshot: SnapshotProgress | undefined;
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   private lastProgressMs = 0;
@@ -135,6 +144,7 @@ export class Sender {
   disconnected(): void {
     this.state = "disconnected";
     this.appliedSeq = 0;
+    this.receivedSeq = 0;
     this.pendingHello = false;
     if (this.pendingHandover) this.pendingHandover.sentMs = undefined; // again on the next stream
   }
@@ -167,8 +177,8 @@ export class Sender {
         this.events.push({ kind: "resync", reason: message.reason, detail: message.detail });
         if (message.reason === "gap") {
           // A gap report from before a snapshot or for what is already acknowledged is stale.
-          if (this.state !== "streaming" || message.fromSeq <= this.appliedSeq) return;
-          if (this.log.has(message.fromSeq)) this.sentSeq = message.fromSeq - 1;
+          if (this.state !== "streaming" || message.fromSeq <= this.receivedSeq) return;
+          if (this.log.has(message.fromSeq)) this.resendAfter(message.fromSeq - 1);
           else this.beginSnapshot(nowMs);
           return;
         }
@@ -223,7 +233,9 @@ export class Sender {
       this.dropSnapshot();
       this.state = "streaming";
       this.appliedSeq = hello.lastAppliedSeq;
+      this.receivedSeq = hello.lastAppliedSeq;
       this.sentSeq = hello.lastAppliedSeq;
+      this.lateSentSeq = hello.lastAppliedSeq;
       this.lastProgressMs = nowMs;
       this.events.push({ kind: "resumed", fromSeq: hello.lastAppliedSeq + 1 });
       return;
@@ -248,21 +260,32 @@ export class Sender {
       return;
     }
     if (this.state !== "streaming") return;
-    // Nothing beyond the log can have been applied: such an ack is not believed (it would
+    // Nothing beyond the log can have been received: such an ack is not believed (it would
     // release sync replies for frames the standby does not hold).
-    if (ack.appliedSeq > this.log.lastSeq) {
+    const received = Math.max(ack.receivedSeq, ack.appliedSeq);
+    if (received > this.log.lastSeq) {
       this.events.push({
         kind: "refused",
         code: ErrorCode.MALFORMED,
-        message: `ack of seq ${ack.appliedSeq} beyond the log's last ${this.log.lastSeq}`,
+        message: `ack of seq ${received} beyond the log's last ${this.log.lastSeq}`,
       });
       return;
+    }
+    if (received > this.receivedSeq) {
+      this.receivedSeq = received;
+      this.lastProgressMs = nowMs;
     }
     if (ack.appliedSeq > this.appliedSeq) {
       this.appliedSeq = ack.appliedSeq;
       this.lastProgressMs = nowMs;
     }
-    if (this.sentSeq < this.appliedSeq) this.sentSeq = this.appliedSeq;
+    if (this.sentSeq < this.receivedSeq) this.sentSeq = this.receivedSeq;
+  }
+
+  /** Sends again everything after `seq` (entries and late results). */
+  private resendAfter(seq: number): void {
+    this.sentSeq = seq;
+    this.lateSentSeq = Math.min(this.lateSentSeq, seq);
   }
 
   private ackSnapshot(received: number): void {
@@ -290,6 +313,7 @@ export class Sender {
     };
     this.state = "snapshot";
     this.appliedSeq = 0;
+    this.receivedSeq = 0;
     this.lastProgressMs = nowMs;
     this.totals.snapshotsStarted++;
     this.events.push({
@@ -309,7 +333,9 @@ export class Sender {
     this.lastSnapshot = { bytes: s.bytesSent, seconds: (nowMs - s.startedMs) / 1000 };
     this.state = "streaming";
     this.appliedSeq = s.stream.atSeq;
+    this.receivedSeq = s.stream.atSeq;
     this.sentSeq = s.stream.atSeq;
+    this.lateSentSeq = s.stream.atSeq;
     this.snapshot = undefined;
   }
 
@@ -406,8 +432,9 @@ export class Sender {
   }
 
   private pollEntries(nowMs: number, out: PrimaryMessage[]): void {
-    if (this.sentSeq > this.appliedSeq && nowMs - this.lastProgressMs > this.options.retransmitMs) {
-      this.sentSeq = this.appliedSeq; // acks stopped: go back and resend
+    const acked = this.receivedSeq;
+    if (this.sentSeq > acked && nowMs - this.lastProgressMs > this.options.retransmitMs) {
+      this.resendAfter(acked); // acks stopped: go back and resend
       this.lastProgressMs = nowMs;
     }
     if (this.sentSeq < this.log.firstRetainedSeq - 1) {
@@ -416,19 +443,29 @@ export class Sender {
     }
     const { maxBatchEntries, maxBatchBytes, maxInflightEntries, maxInflightBytes } = this.options;
     while (this.sentSeq < this.log.lastSeq) {
-      const inflight = this.sentSeq - this.appliedSeq;
-      if (inflight >= maxInflightEntries) return;
-      if (this.log.bytesBetween(this.appliedSeq, this.sentSeq) >= maxInflightBytes) return;
+      const inflight = this.sentSeq - acked;
+      if (inflight >= maxInflightEntries) break;
+      if (this.log.bytesBetween(acked, this.sentSeq) >= maxInflightBytes) break;
       const entries = this.log.read(
         this.sentSeq + 1,
         Math.min(maxBatchEntries, maxInflightEntries - inflight),
         maxBatchBytes,
       );
-      if (entries.length === 0) return;
+      if (entries.length === 0) break;
       this.sentSeq = entries.at(-1)!.seq;
       this.totals.entriesSent += entries.length;
-      out.push({ kind: "entries", epoch: this.epoch, entries });
+      out.push({ kind: "entries", epoch: this.epoch, entries, ...this.lateUpTo(this.sentSeq) });
     }
+    const late = this.lateUpTo(this.sentSeq);
+    if (late.lateResults) out.push({ kind: "entries", epoch: this.epoch, entries: [], ...late });
+  }
+
+  /** The late results not yet sent of entries up to `seq` (sent already or in this batch). */
+  private lateUpTo(seq: number): { lateResults?: LateResult[] } {
+    const late = this.log.lateBetween(this.lateSentSeq, seq, this.options.maxBatchEntries);
+    if (late.length === 0) return {};
+    this.lateSentSeq = late.at(-1)!.seq;
+    return { lateResults: late };
   }
 
   takeEvents(): SenderEvent[] {

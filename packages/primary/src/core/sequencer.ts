@@ -7,6 +7,11 @@
 // records of the store frames they cover. The batch is cut before any other entry (so stores
 // and calls keep their order), when flushMmio() is called (the caller's timer), and above
 // flushBytes. In `per-store` mode every store is an entry of its own (the seed's baseline).
+//
+// Entries are appended before the device has run them (issue #14): the sequencer names each
+// entry's seq to the device (beginSeq) before applying it, and what only the device can tell —
+// a dmaRead's output digest, a checkpoint's state digest — is added to the log as a late
+// result once the device has produced it; the sender ships it after the entry.
 import {
   type Call,
   type CallResult,
@@ -19,7 +24,12 @@ import {
   type ReplicationLog,
   type SessionCloseReason,
 } from "@vgpu-ha/common/core";
-import { type Backend, type FrameOutcome, summarizeResult } from "@vgpu-ha/gpu-model";
+import {
+  type Backend,
+  digestWhenDone,
+  type FrameOutcome,
+  summarizeResult,
+} from "@vgpu-ha/gpu-model";
 
 export type MmioReplication = "per-page" | "per-store";
 
@@ -80,6 +90,8 @@ export class Sequencer {
   }
 
   openSession(id: string, tenant: string): ReturnType<Backend["openSession"]> {
+    this.flushMmio();
+    this.beginNext();
     const opened = this.backend.openSession(id, tenant);
     if ("code" in opened) return opened;
     this.append({ kind: "sessionOpen", sessionId: id, tenant });
@@ -90,12 +102,15 @@ export class Sequencer {
   closeSession(id: string, reason: SessionCloseReason = "guest"): number {
     if (!this.backend.sessions.has(id)) return 0;
     this.flushMmio();
+    this.beginNext();
     this.backend.closeSession(id, reason);
     return this.append({ kind: "sessionClose", sessionId: id, reason });
   }
 
   applyFrame(session: Session, frame: Frame): Sequenced {
     if (frame.body.kind === "call") this.flushMmio();
+    // Store frames in per-page mode go out in the next page batch: that entry's seq too.
+    this.beginNext();
     const destroyed =
       frame.body.kind === "call" && frame.body.call.op === "contextDestroy"
         ? this.backend.boHandlesOf(frame.body.call.context)
@@ -108,14 +123,26 @@ export class Sequencer {
     }
     const body = frame.body;
     if (body.kind === "call") {
+      // Read data exists once the device ran the call: its digest follows the entry.
+      const result = outcome.result;
+      const late = result.output.kind === "data";
       const seq = this.append({
         kind: "call",
         sessionId: session.id,
         frame: frame.number,
         call: ownedCall(body.call),
-        handles: handleDelta(body.call, outcome.result, destroyed),
-        result: summarizeResult(outcome.result),
+        handles: handleDelta(body.call, result, destroyed),
+        result: late ? { code: result.code, outputDigest: NO_DIGEST } : summarizeResult(result),
       });
+      if (late) {
+        this.backend.progress.afterDevice(() =>
+          this.log.addLate({
+            seq,
+            kind: "output",
+            outputDigest: summarizeResult(result).outputDigest,
+          }),
+        );
+      }
       return { outcome, seq };
     }
     const record: FrameRecord = {
@@ -134,6 +161,11 @@ export class Sequencer {
     const seq = this.log.lastSeq + 1;
     if (this.pendingStoreBytes >= this.options.flushBytes) this.flushMmio();
     return { outcome, seq };
+  }
+
+  /** Device work submitted from now on belongs to the next entry appended. */
+  private beginNext(): void {
+    this.backend.progress.beginSeq(this.log.lastSeq + 1);
   }
 
   /** Cuts the pending page batch into one entry; the seq of that entry, or 0 if none. */
@@ -155,10 +187,18 @@ export class Sequencer {
     return this.append({ kind: "mmioPages", pages, frames });
   }
 
-  /** Appends a checkpoint carrying the current state digest; returns its seq. */
-  checkpoint(digest: string, requestId: number): number {
+  /**
+   * Appends a checkpoint; returns its seq. The state digest there follows as a late result once
+   * the device has done everything before it; `digested` is told it too.
+   */
+  checkpoint(requestId: number, digested?: (digest: string) => void): number {
     this.flushMmio();
-    return this.append({ kind: "checkpoint", digest, requestId });
+    const seq = this.append({ kind: "checkpoint", digest: "", requestId });
+    digestWhenDone(this.backend, (d) => {
+      this.log.addLate({ seq, kind: "state", digest: d.state });
+      digested?.(d.state);
+    });
+    return seq;
   }
 
   private appendStores(
@@ -196,6 +236,8 @@ export class Sequencer {
     return this.log.append(body, this.clock()).seq;
   }
 }
+
+const NO_DIGEST = new Uint8Array(0);
 
 /** The call as the log keeps it: DMA data copied out of the receive buffer. */
 function ownedCall(call: Call): Call {

@@ -23,6 +23,7 @@ export function testMachineOptions(
     maxLagEntries: 1000,
     maxLagBytes: 1 << 20,
     maxLagMs: 120,
+    maxApplyLagMs: 300,
     ...overrides,
   };
 }
@@ -46,6 +47,8 @@ export class MachineSetup {
   applied = { frames: 0, acknowledged: 0, sessions: 0 };
   etcd: { holding: boolean; leaseEndMs: number } | undefined;
   leaseThreadAckedMs: number | undefined;
+  /** The primary's device: done with everything unless a test says otherwise. */
+  deviceDoneSeq = Number.POSITIVE_INFINITY;
 
   constructor(overrides: Partial<PrimaryMachineOptions> = {}, epoch = 1) {
     this.sender = new Sender(
@@ -66,6 +69,7 @@ export class MachineSetup {
       applied: this.applied,
       leaseThreadAckedMs: this.leaseThreadAckedMs,
       etcd: this.etcd,
+      deviceDoneSeq: this.deviceDoneSeq,
     };
   }
 
@@ -90,6 +94,7 @@ export class MachineSetup {
     const ack = {
       kind: "ack",
       epoch: this.sender.epoch,
+      receivedSeq: appliedSeq,
       appliedSeq,
       snapshotId: 0,
       snapshotChunk: 0,

@@ -2,14 +2,26 @@
 // executed again (guest handles translate to this node's own device handles through its
 // tables) and their results compared with the primary's summary; MMIO page batches are
 // written; store frames recorded. Any mismatch is divergence. Pure.
-import { type Entry, ErrorCode } from "@vgpu-ha/common/core";
-import { type Backend, computeDigest, sameSummary, summarizeResult } from "@vgpu-ha/gpu-model";
+//
+// What needs the device is not compared here (the device may not have run the entry yet): a
+// call whose output is data (a dmaRead) is checked by its code, and its output digest later;
+// a checkpoint's digest is taken after the device. `late` says what the receiver must await.
+import { type CallResult, type Entry, ErrorCode } from "@vgpu-ha/common/core";
+import { type Backend, sameSummary, summarizeResult } from "@vgpu-ha/gpu-model";
+
+/** A result the device produces later: compared once both nodes' devices ran the entry. */
+export type LateApply =
+  | {
+      readonly kind: "output";
+      readonly result: CallResult;
+      /** The primary's digest when the entry carried it (empty: it follows as a late result). */
+      readonly theirs: Uint8Array;
+    }
+  /** `digest`: the primary's, when the entry carried it (else it follows as a late result). */
+  | { readonly kind: "checkpoint"; readonly requestId: number; readonly digest: string };
 
 export type ApplyResult =
-  | {
-      readonly ok: true;
-      readonly checkpoint?: { requestId: number; equal: boolean; digest: string };
-    }
+  | { readonly ok: true; readonly late?: LateApply }
   | { readonly ok: false; readonly divergence: string };
 
 const diverged = (divergence: string): ApplyResult => ({ ok: false, divergence });
@@ -27,6 +39,11 @@ export function applyEntry(backend: Backend, entry: Entry): ApplyResult {
       });
       if (outcome.kind !== "applied") {
         return diverged(`call ${body.call.op} frame ${body.frame}: ${outcome.kind} here`);
+      }
+      // Read data is known after the device: its digest follows (unless the entry has it).
+      if (outcome.result.output.kind === "data" && outcome.result.code === body.result.code) {
+        const theirs = body.result.outputDigest;
+        return { ok: true, late: { kind: "output", result: outcome.result, theirs } };
       }
       const mine = summarizeResult(outcome.result);
       if (!sameSummary(mine, body.result)) {
@@ -63,13 +80,11 @@ export function applyEntry(backend: Backend, entry: Entry): ApplyResult {
       if (!backend.sessions.has(body.sessionId)) return diverged("close of unknown session");
       backend.closeSession(body.sessionId, body.reason);
       return OK;
-    case "checkpoint": {
-      const digest = computeDigest(backend).state;
+    case "checkpoint":
       return {
         ok: true,
-        checkpoint: { requestId: body.requestId, equal: digest === body.digest, digest },
+        late: { kind: "checkpoint", requestId: body.requestId, digest: body.digest },
       };
-    }
   }
 }
 

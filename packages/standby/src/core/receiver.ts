@@ -2,9 +2,18 @@
 // is ignored, a gap is never applied: it asks the primary to resend), takes snapshots, detects
 // divergence (then stops applying, is not eligible, and asks for a full resync), and produces
 // cumulative acknowledgements. Pure: step(message) returns what to send.
+//
+// The device runs beside it (gpu-model device/progress.ts): an entry is *received* once it is
+// handed to the backend (its code checked at once, its device work queued, tagged with its seq)
+// and *applied* once the device completed that work (appliedSeq = progress.doneSeq). Acks
+// carry both. Results that need the device — a dmaRead's output digest, a checkpoint's state
+// digest — are compared once both sides have theirs: the primary's come as late results, ours
+// from the device (deviceResult, called back after the device). What such a later input has
+// to say goes out through poll().
 import type {
   CheckpointResult,
   Entry,
+  LateResult,
   NodeVersion,
   PrimaryMessage,
   SnapshotChunk,
@@ -12,8 +21,9 @@ import type {
 } from "@vgpu-ha/common/core";
 import { ErrorCode } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
-import { computeDigest, SnapshotSink } from "@vgpu-ha/gpu-model";
+import { computeDigest, digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry } from "./applier.js";
+import { LateChecks, type LateOutcome } from "./late-checks.js";
 
 export interface ReceiverOptions {
   readonly clusterId: string;
@@ -44,7 +54,8 @@ export class Receiver {
   readonly options: ReceiverOptions;
   backend: Backend | undefined;
   state: ReceiverState = "empty";
-  appliedSeq = 0;
+  /** Every entry up to it is handed to the backend (its device runs them in order). */
+  receivedSeq = 0;
   epoch: number;
   private sink: SnapshotSink | undefined;
   /**
@@ -61,6 +72,28 @@ export class Receiver {
   readonly events: ReceiverEvent[] = [];
   /** Entries applied since the last count read, by kind (for metrics). */
   appliedEntries = 0;
+  /** Results waiting for the other side's (ours after the device, or the primary's). */
+  private readonly late = new LateChecks();
+  /** Messages produced outside step() (device completions), for poll(). */
+  private outbox: StandbyMessage[] = [];
+  /** The applied seq the last ack carried: poll() acks again when the device moved on. */
+  private ackedAppliedSeq = 0;
+  /** Bumped whenever the backend is replaced: device callbacks of an older one are dropped. */
+  private generation = 0;
+
+  /**
+   * Every entry up to it is applied: its device work is complete (the device's done seq). At
+   * most receivedSeq.
+   */
+  get appliedSeq(): number {
+    const b = this.backend;
+    return b === undefined ? this.receivedSeq : b.progress.doneSeq(this.receivedSeq);
+  }
+
+  /** Entries received and not yet applied (the backlog a promotion must wait for). */
+  get backlog(): number {
+    return this.receivedSeq - this.appliedSeq;
+  }
 
   constructor(options: ReceiverOptions, epoch: number) {
     this.options = options;
@@ -148,8 +181,13 @@ export class Receiver {
         this.lastHeartbeatUs = message.sentUs;
         this.granted = message.syncReplica && this.state === "replica";
         return [this.ack()];
-      case "entries":
-        return this.onEntries(message.entries);
+      case "entries": {
+        const out = this.onEntries(message.entries);
+        if (message.lateResults && this.state === "replica") {
+          for (const r of message.lateResults) this.settle(this.late.theirs(r));
+        }
+        return this.withOutbox(out);
+      }
       case "snapshot":
         return this.onChunk(message.chunk);
       case "handover":
@@ -187,51 +225,118 @@ export class Receiver {
 
   /** Takes an existing state as the replica (a primary that handed over keeps its state). */
   adopt(backend: Backend, appliedSeq: number): void {
-    this.backend = backend;
-    this.appliedSeq = appliedSeq;
+    this.replaceBackend(backend, appliedSeq);
     this.state = "replica";
     this.granted = false; // until the new primary grants it
   }
 
+  /**
+   * What to send that did not answer a message: results the device produced since (a
+   * checkpoint's outcome, a divergence) and an ack once the applied seq moved. The driver calls
+   * it after device progress.
+   */
+  poll(): StandbyMessage[] {
+    const advanced = this.state === "replica" && this.appliedSeq > this.ackedAppliedSeq;
+    if (this.outbox.length === 0 && !advanced && this.checkpoints.length === 0) return [];
+    return this.withOutbox([this.ack()]);
+  }
+
+  /** Our own device produced the result of entry `seq` (late-checks.ts). */
+  private deviceResult(generation: number, r: LateResult): void {
+    if (generation !== this.generation || this.state !== "replica") return;
+    this.settle(this.late.mine(r));
+  }
+
+  /** A late comparison completed: a checkpoint's outcome is acked, a mismatch is divergence. */
+  private settle(outcome: LateOutcome | undefined): void {
+    if (outcome === undefined) return;
+    if (outcome.checkpoint) this.checkpoints.push(outcome.checkpoint);
+    if (outcome.divergence !== undefined) {
+      this.outbox.push(...this.diverge(outcome.seq, outcome.divergence));
+    }
+  }
+
+  private withOutbox(out: StandbyMessage[]): StandbyMessage[] {
+    if (this.outbox.length === 0) return out;
+    const queued = this.outbox;
+    this.outbox = [];
+    // The outbox's messages first (a divergence's resync), then a fresh ack.
+    return [...queued, ...out.filter((m) => m.kind !== "ack"), this.ack()];
+  }
+
+  private replaceBackend(backend: Backend, seq: number): void {
+    this.backend = backend;
+    this.receivedSeq = seq;
+    this.ackedAppliedSeq = 0;
+    this.generation++;
+    this.late.clear();
+  }
+
   private onEntries(entries: readonly Entry[]): StandbyMessage[] {
     if (this.state !== "replica") return [this.ack()];
+    const backend = this.backend!;
     for (const entry of entries) {
-      if (entry.seq <= this.appliedSeq) continue; // duplicate: already applied
-      if (entry.seq !== this.appliedSeq + 1) {
+      if (entry.seq <= this.receivedSeq) continue; // duplicate: already received
+      if (entry.seq !== this.receivedSeq + 1) {
         // A gap: never applied. Ask once per position.
-        if (this.gapReportedAt === this.appliedSeq) return [this.ack()];
-        this.gapReportedAt = this.appliedSeq;
-        this.events.push({ kind: "gap", seq: this.appliedSeq, detail: `got ${entry.seq}` });
+        if (this.gapReportedAt === this.receivedSeq) return [this.ack()];
+        this.gapReportedAt = this.receivedSeq;
+        this.events.push({ kind: "gap", seq: this.receivedSeq, detail: `got ${entry.seq}` });
         return [
           this.ack(),
           {
             kind: "resync",
             epoch: this.epoch,
             reason: "gap",
-            fromSeq: this.appliedSeq + 1,
+            fromSeq: this.receivedSeq + 1,
             detail: `got ${entry.seq}`,
           },
         ];
       }
-      const result = (this.options.apply ?? applyEntry)(this.backend!, entry);
+      backend.progress.beginSeq(entry.seq);
+      const result = (this.options.apply ?? applyEntry)(backend, entry);
       if (!result.ok) return this.diverge(entry.seq, result.divergence);
-      if (result.checkpoint) {
-        this.checkpoints.push({ ...result.checkpoint, seq: entry.seq });
-        if (!result.checkpoint.equal) {
-          return this.diverge(
-            entry.seq,
-            `digest ${result.checkpoint.digest} differs at checkpoint`,
-          );
-        }
-      }
-      this.appliedSeq = entry.seq;
+      this.receivedSeq = entry.seq;
       this.appliedEntries++;
+      if (result.late) this.awaitDevice(entry, result.late);
+      if (this.state !== "replica") return this.withOutbox([]); // a device result diverged
     }
     return [this.ack()];
   }
 
+  /**
+   * An entry whose result needs the device: the primary's part is in the entry (an old
+   * primary's) or follows as a late result; ours comes once our device ran it.
+   */
+  private awaitDevice(entry: Entry, late: NonNullable<Extract<ApplyResult, { ok: true }>["late"]>) {
+    const { seq, body } = entry;
+    const generation = this.generation;
+    const backend = this.backend!;
+    if (late.kind === "checkpoint") {
+      this.late.expect(seq, { kind: "checkpoint", requestId: late.requestId });
+      if (late.digest !== "") this.settle(this.late.theirs({ seq, kind: "state", digest: late.digest }));
+      digestWhenDone(backend, (d) =>
+        this.deviceResult(generation, { seq, kind: "state", digest: d.state }),
+      );
+      return;
+    }
+    const what = body.kind === "call" ? `call ${body.call.op} frame ${body.frame}` : "entry";
+    this.late.expect(seq, { kind: "output", what });
+    if (late.theirs.byteLength > 0) {
+      this.settle(this.late.theirs({ seq, kind: "output", outputDigest: late.theirs }));
+    }
+    backend.progress.afterDevice(() =>
+      this.deviceResult(generation, {
+        seq,
+        kind: "output",
+        outputDigest: summarizeResult(late.result).outputDigest,
+      }),
+    );
+  }
+
   private diverge(seq: number, detail: string): StandbyMessage[] {
     this.state = "diverged";
+    this.late.clear();
     this.granted = false;
     this.announcedHandover = undefined;
     this.divergences++;
@@ -277,8 +382,7 @@ export class Receiver {
       ];
     }
     if (sink.done) {
-      this.backend = sink.result();
-      this.appliedSeq = sink.atSeq;
+      this.replaceBackend(sink.result()!, sink.atSeq);
       this.state = "replica";
       this.gapReportedAt = -1;
       this.events.push({
@@ -298,10 +402,14 @@ export class Receiver {
     this.checkpoints = [];
     const sink = this.sink;
     const snapshot = sink ? { snapshotId: sink.snapshotId, chunks: sink.received } : this.installed;
+    const holds = this.state === "replica" || this.state === "diverged";
+    const appliedSeq = holds ? this.appliedSeq : 0;
+    if (this.state === "replica") this.ackedAppliedSeq = appliedSeq;
     return {
       kind: "ack",
       epoch: this.epoch,
-      appliedSeq: this.state === "replica" || this.state === "diverged" ? this.appliedSeq : 0,
+      receivedSeq: holds ? this.receivedSeq : 0,
+      appliedSeq,
       snapshotId: snapshot?.snapshotId ?? 0,
       snapshotChunk: snapshot?.chunks ?? 0,
       heartbeatSentUs: this.lastHeartbeatUs,

@@ -27,6 +27,7 @@ const ELIGIBLE: StandbyFacts = {
   holdsReplica: true,
   maintenancePaused: false,
   epoch: 3,
+  backlog: 0,
 };
 const EMPTY: StandbyFacts = { ...ELIGIBLE, eligible: false, holdsReplica: false };
 const UNGRANTED: StandbyFacts = { ...ELIGIBLE, eligible: false };
@@ -179,7 +180,7 @@ describe("StandbyMachine, etcd mode", () => {
     const decided = m.etcdRead(reading({ epoch: 5, primary: "a", replica: "b" }), ELIGIBLE);
     expect(notes(decided)).toEqual(["etcdDecision"]);
     expect(decided.at(-1)).toEqual({ kind: "etcdAcquire", epoch: 6 });
-    const out = m.etcdAcquired(true, ELIGIBLE);
+    const out = m.etcdAcquired(true, ELIGIBLE, 0);
     expect(notes(out)).toEqual(["etcdKeyAcquired"]);
     expect(promotes(out)).toEqual([
       { kind: "promote", reason: "etcd_key_acquired", force: false, epoch: 6 },
@@ -216,7 +217,7 @@ describe("StandbyMachine, etcd mode", () => {
     m.etcdRead(reading({ epoch: 2, primary: "a", replica: "" }), UNGRANTED);
     const decided = m.peerProbed(peer({}), UNGRANTED);
     expect(decided.at(-1)?.kind).toBe("etcdAcquire");
-    expect(promotes(m.etcdAcquired(true, UNGRANTED))[0]?.force).toBe(true);
+    expect(promotes(m.etcdAcquired(true, UNGRANTED, 0))[0]?.force).toBe(true);
   });
 
   it("the decision is noted only when it changes", () => {
@@ -244,7 +245,7 @@ describe("StandbyMachine, etcd mode", () => {
     });
     expect(kinds(m.tick(POLL_MS, undefined, ELIGIBLE))).toEqual(["etcdRead"]);
     m.etcdRead(reading({ epoch: 1, primary: "a", replica: "b" }), ELIGIBLE);
-    expect(m.etcdAcquired(new Error("lost"), ELIGIBLE)).toEqual([]);
+    expect(m.etcdAcquired(new Error("lost"), ELIGIBLE, 0)).toEqual([]);
     expect(kinds(m.tick(2 * POLL_MS, undefined, ELIGIBLE))).toEqual(["etcdRead"]);
   });
 
@@ -252,7 +253,7 @@ describe("StandbyMachine, etcd mode", () => {
     const m = etcdMode();
     m.tick(0, undefined, ELIGIBLE);
     m.etcdRead(reading({ epoch: 1, primary: "a", replica: "b" }), ELIGIBLE);
-    expect(m.etcdAcquired(false, ELIGIBLE)).toEqual([]);
+    expect(m.etcdAcquired(false, ELIGIBLE, 0)).toEqual([]);
     expect(kinds(m.tick(POLL_MS, undefined, ELIGIBLE))).toEqual(["etcdRead"]);
   });
 
@@ -260,7 +261,7 @@ describe("StandbyMachine, etcd mode", () => {
     const m = etcdMode();
     expect(m.etcdRead(reading(undefined), ELIGIBLE)).toEqual([]);
     expect(m.peerProbed(peer({}), ELIGIBLE)).toEqual([]);
-    expect(m.etcdAcquired(true, ELIGIBLE)).toEqual([]);
+    expect(m.etcdAcquired(true, ELIGIBLE, 0)).toEqual([]);
     m.tick(0, undefined, ELIGIBLE);
     m.etcdRead(reading(undefined, "a"), ELIGIBLE);
     expect(m.etcdRead(reading({ epoch: 1, primary: "a", replica: "b" }), ELIGIBLE)).toEqual([]);
@@ -287,7 +288,7 @@ describe("StandbyMachine, etcd mode", () => {
     h.tick(0, undefined, paused);
     const taken = h.etcdRead(reading({ epoch: 1, primary: "a", replica: "b" }), paused);
     expect(taken.at(-1)?.kind).toBe("etcdAcquire");
-    expect(promotes(h.etcdAcquired(true, paused))[0]?.reason).toBe("switchover");
+    expect(promotes(h.etcdAcquired(true, paused, 0))[0]?.reason).toBe("switchover");
   });
 
   it("after a handover the freed key is looked for every HANDOVER_POLL_MS", () => {
@@ -335,6 +336,7 @@ const facts: fc.Arbitrary<StandbyFacts> = fc.record({
   holdsReplica: fc.boolean(),
   maintenancePaused: fc.boolean(),
   epoch: fc.integer({ min: 0, max: 5 }),
+  backlog: fc.constant(0),
 });
 
 function feed(m: StandbyMachine, inputs: readonly Input[], f: StandbyFacts): StandbyAction[] {
@@ -352,7 +354,7 @@ function feed(m: StandbyMachine, inputs: readonly Input[], f: StandbyFacts): Sta
       out.push(...m.etcdRead(reading(record, i.leader ? "a" : undefined), f));
     } else if (i.kind === "probe") {
       out.push(...m.peerProbed(i.answer ? peer({ appliedSeq: i.appliedSeq }) : undefined, f));
-    } else if (i.kind === "acquired") out.push(...m.etcdAcquired(i.ok, f));
+    } else if (i.kind === "acquired") out.push(...m.etcdAcquired(i.ok, f, 0));
     else m.parkExpired();
   }
   return out;
@@ -385,5 +387,45 @@ describe("StandbyMachine properties", () => {
         if (f.maintenancePaused || !f.eligible) expect(promotes(out)).toEqual([]);
       }),
     );
+  });
+});
+
+describe("a takeover waits for the received backlog", () => {
+  it("holds the promotion until the device applied everything received, and says how long", () => {
+    const m = peerMode();
+    const backlog = { ...ELIGIBLE, backlog: 7 };
+    const out = ticks(m, 0, 1000, 0, backlog);
+    expect(promotes(out)).toEqual([]);
+    expect(kinds(out)).toContain("awaitDevice");
+    expect(notes(out)).toContain("awaitingBacklog");
+    expect(m.guestArrives()).toBe("park");
+    // More arrived meanwhile: wait again.
+    expect(kinds(m.backlogApplied(1100, { ...ELIGIBLE, backlog: 2 }))).toEqual(["awaitDevice"]);
+    const done = m.backlogApplied(1250, ELIGIBLE);
+    expect(promotes(done)).toHaveLength(1);
+    const waited = done.find((a) => a.kind === "note" && a.note.kind === "backlogApplied");
+    const first = out.findIndex((a) => a.kind === "awaitDevice");
+    expect(first).toBeGreaterThanOrEqual(0);
+    expect(waited).toMatchObject({ note: { kind: "backlogApplied" } });
+    expect(m.lastBacklogWaitMs).toBeGreaterThan(0);
+    // Answered once: a late second answer promotes nothing.
+    expect(m.backlogApplied(1300, ELIGIBLE)).toEqual([]);
+  });
+
+  it("promotes at once with no backlog (wait 0)", () => {
+    const m = peerMode();
+    expect(promotes(ticks(m, 0, 1000, 0, ELIGIBLE))).toHaveLength(1);
+    expect(m.lastBacklogWaitMs).toBe(0);
+  });
+
+  it("etcd mode: a key taken with a backlog waits for it too", () => {
+    const m = etcdMode();
+    m.tick(0, undefined, ELIGIBLE);
+    m.etcdRead(reading({ epoch: 5, primary: "a", replica: "b" }), ELIGIBLE);
+    const out = m.etcdAcquired(true, { ...ELIGIBLE, backlog: 3 }, 10);
+    expect(promotes(out)).toEqual([]);
+    expect(kinds(out)).toContain("awaitDevice");
+    expect(promotes(m.backlogApplied(40, ELIGIBLE))[0]?.reason).toBe("etcd_key_acquired");
+    expect(m.lastBacklogWaitMs).toBe(30);
   });
 });

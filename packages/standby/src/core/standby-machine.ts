@@ -40,6 +40,11 @@ export interface StandbyFacts {
   readonly maintenancePaused: boolean;
   /** The node's persisted epoch. */
   readonly epoch: number;
+  /**
+   * Entries received and not yet applied by this node's device. A takeover waits until it is
+   * 0: the new primary holds everything its old one may have acknowledged (sync mode).
+   */
+  readonly backlog: number;
 }
 
 /** Something the observer is told (a log line in the daemon, a count in the simulator). */
@@ -52,7 +57,11 @@ export type StandbyNote =
   | { readonly kind: "paused" }
   /** etcd mode: the key is free; what the rule decided (when it changed). */
   | { readonly kind: "etcdDecision"; readonly decision: AcquireDecision }
-  | { readonly kind: "etcdKeyAcquired"; readonly epoch: number };
+  | { readonly kind: "etcdKeyAcquired"; readonly epoch: number }
+  /** A takeover waits for the device to apply the received backlog (this many entries). */
+  | { readonly kind: "awaitingBacklog"; readonly entries: number }
+  /** The backlog is applied: the takeover goes on after waiting this long. */
+  | { readonly kind: "backlogApplied"; readonly waitedMs: number };
 
 /**
  * What the driver does, in order. `promote` asks the node to take over: the node persists the
@@ -73,6 +82,8 @@ export type StandbyAction =
   | { readonly kind: "probePeer" }
   /** Take the key with the record's new epoch, conditioned on the view last read. */
   | { readonly kind: "etcdAcquire"; readonly epoch: number }
+  /** Call backlogApplied() once the device has applied everything received so far. */
+  | { readonly kind: "awaitDevice" }
   | { readonly kind: "note"; readonly note: StandbyNote };
 
 /** The standby's etcd view, for status. */
@@ -112,6 +123,10 @@ export class StandbyMachine {
   private handoverPending = false;
   /** etcd mode: what the last look found, for status. */
   etcdStatus: EtcdStatus | undefined;
+  /** A takeover decided while the device still had a backlog, and when it was decided. */
+  private held: { readonly promote: StandbyAction; readonly sinceMs: number } | undefined;
+  /** How long the last takeover waited for the backlog (ms; 0: none to wait for). */
+  lastBacklogWaitMs: number | undefined;
 
   constructor(options: StandbyMachineOptions) {
     this.options = options;
@@ -141,7 +156,21 @@ export class StandbyMachine {
     if (verdict === "ineligible") return this.once("ineligibleNoted", { kind: "ineligible" });
     if (facts.maintenancePaused) return this.once("pausedNoted", { kind: "paused" });
     this.pausedNoted = false;
-    return this.promote("lease_expired", false);
+    return this.promote("lease_expired", false, facts, nowMs);
+  }
+
+  /**
+   * The device applied what was received (the answer to awaitDevice): the takeover held for
+   * it goes on — or waits again if more arrived meanwhile.
+   */
+  backlogApplied(nowMs: number, facts: StandbyFacts): StandbyAction[] {
+    const held = this.held;
+    if (held === undefined || this.stopped) return [];
+    if (facts.backlog > 0) return [{ kind: "awaitDevice" }];
+    this.held = undefined;
+    const waitedMs = nowMs - held.sinceMs;
+    this.lastBacklogWaitMs = waitedMs;
+    return [note({ kind: "backlogApplied", waitedMs }), held.promote];
   }
 
   /** The primary handed over (the receiver's handover event). */
@@ -198,7 +227,7 @@ export class StandbyMachine {
   }
 
   /** The answer to etcdAcquire: whether the key is ours (error: etcd did not answer). */
-  etcdAcquired(acquired: boolean | Error, facts: StandbyFacts): StandbyAction[] {
+  etcdAcquired(acquired: boolean | Error, facts: StandbyFacts, nowMs: number): StandbyAction[] {
     if (this.etcd.phase !== "acquiring") return [];
     const { epoch } = this.etcd;
     if (acquired instanceof Error) return this.unreachable(acquired);
@@ -208,7 +237,7 @@ export class StandbyMachine {
     const reason = this.handoverPending ? "switchover" : "etcd_key_acquired";
     return [
       note({ kind: "etcdKeyAcquired", epoch }),
-      ...this.promote(reason, !facts.eligible, epoch),
+      ...this.promote(reason, !facts.eligible, facts, nowMs, epoch),
     ];
   }
 
@@ -271,9 +300,15 @@ export class StandbyMachine {
 
   // ---- shared ----
 
+  /**
+   * Takes over — once the device has applied the whole received backlog: until then the
+   * promotion is held (awaitDevice, answered by backlogApplied) and guests are parked.
+   */
   private promote(
     reason: "lease_expired" | "switchover" | "etcd_key_acquired",
     force: boolean,
+    facts: StandbyFacts,
+    nowMs: number,
     epoch?: number,
   ): StandbyAction[] {
     this.promoting = true;
@@ -283,7 +318,13 @@ export class StandbyMachine {
       force,
       ...(epoch === undefined ? {} : { epoch }),
     };
-    return [...this.park(), promote];
+    if (facts.backlog === 0) {
+      this.lastBacklogWaitMs = 0;
+      return [...this.park(), promote];
+    }
+    this.held = { promote, sinceMs: nowMs };
+    const waiting = note({ kind: "awaitingBacklog", entries: facts.backlog });
+    return [...this.park(), waiting, { kind: "awaitDevice" }];
   }
 
   private park(): StandbyAction[] {

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file vgpu/v1/replication.proto.
  */
 export const file_vgpu_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQi8wEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAQgYKBGtpbmQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNIj0KCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMImAKCUhlYXJ0YmVhdBIPCgdzZW50X3VzGAEgASgEEhAKCGxhc3Rfc2VxGAIgASgEEhQKDHN5bmNfcmVwbGljYRgDIAEoCBIaChJtYWludGVuYW5jZV9wYXVzZWQYBCABKAgitgIKBUVudHJ5EgsKA3NlcRgBIAEoBBIiCgRjYWxsGAIgASgLMhIudmdwdS52MS5DYWxsRW50cnlIABItCgptbWlvX3BhZ2VzGAMgASgLMhcudmdwdS52MS5NbWlvUGFnZXNFbnRyeUgAEi0KCm1taW9fc3RvcmUYBCABKAsyFy52Z3B1LnYxLk1taW9TdG9yZUVudHJ5SAASMQoMc2Vzc2lvbl9vcGVuGAUgASgLMhkudmdwdS52MS5TZXNzaW9uT3BlbkVudHJ5SAASMwoNc2Vzc2lvbl9jbG9zZRgGIAEoCzIaLnZncHUudjEuU2Vzc2lvbkNsb3NlRW50cnlIABIuCgpjaGVja3BvaW50GAcgASgLMhgudmdwdS52MS5DaGVja3BvaW50RW50cnlIAEIGCgRraW5kIpoBCglDYWxsRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmcmFtZRgCIAEoBBIbCgRjYWxsGAMgASgLMg0udmdwdS52MS5DYWxsEiUKB2hhbmRsZXMYBCABKAsyFC52Z3B1LnYxLkhhbmRsZURlbHRhEiYKBnJlc3VsdBgFIAEoCzIWLnZncHUudjEuUmVzdWx0U3VtbWFyeSKPAQoLSGFuZGxlRGVsdGESGAoQY29udGV4dHNfY3JlYXRlZBgBIAMoDRIaChJjb250ZXh0c19kZXN0cm95ZWQYAiADKA0SJAoMYm9zX2Fzc2lnbmVkGAMgAygLMg4udmdwdS52MS5Cb1JlZhIkCgxib3NfcmVsZWFzZWQYBCADKAsyDi52Z3B1LnYxLkJvUmVmIiQKBUJvUmVmEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0iSAoNUmVzdWx0U3VtbWFyeRIgCgRjb2RlGAEgASgOMhIudmdwdS52MS5FcnJvckNvZGUSFQoNb3V0cHV0X2RpZ2VzdBgCIAEoDCJZCg5NbWlvUGFnZXNFbnRyeRIhCgVwYWdlcxgBIAMoCzISLnZncHUudjEuUGFnZVdyaXRlEiQKBmZyYW1lcxgCIAMoCzIULnZncHUudjEuRnJhbWVSZWNvcmQiXgoJUGFnZVdyaXRlEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKcGFnZV9pbmRleBgDIAEoDRIgCgdleHRlbnRzGAQgAygLMg8udmdwdS52MS5FeHRlbnQiLgoGRXh0ZW50EhYKDm9mZnNldF9pbl9wYWdlGAEgASgNEgwKBGRhdGEYAiABKAwicQoOTW1pb1N0b3JlRW50cnkSDwoHY29udGV4dBgBIAEoDRIKCgJibxgCIAEoDRIOCgZvZmZzZXQYAyABKAQSDAoEZGF0YRgEIAEoDBIkCgZmcmFtZXMYBSADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkImMKC0ZyYW1lUmVjb3JkEhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSIAoEY29kZRgDIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYBCABKAkiNgoQU2Vzc2lvbk9wZW5FbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSJUChFTZXNzaW9uQ2xvc2VFbnRyeRISCgpzZXNzaW9uX2lkGAEgASgJEisKBnJlYXNvbhgCIAEoDjIbLnZncHUudjEuU2Vzc2lvbkNsb3NlUmVhc29uIjUKD0NoZWNrcG9pbnRFbnRyeRIOCgZkaWdlc3QYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoBCKdAQoNU25hcHNob3RDaHVuaxITCgtzbmFwc2hvdF9pZBgBIAEoBBIOCgZhdF9zZXEYAiABKAQSDQoFaW5kZXgYAyABKA0SDAoEbGFzdBgEIAEoCBIjCgRtZXRhGAUgASgLMhUudmdwdS52MS5TbmFwc2hvdE1ldGESJQoFcGFnZXMYBiADKAsyFi52Z3B1LnYxLlNuYXBzaG90UGFnZXMingEKDFNuYXBzaG90TWV0YRIbChNuZXh0X2NvbnRleHRfaGFuZGxlGAEgASgNEioKCGNvbnRleHRzGAIgAygLMhgudmdwdS52MS5TbmFwc2hvdENvbnRleHQSKgoIc2Vzc2lvbnMYAyADKAsyGC52Z3B1LnYxLlNuYXBzaG90U2Vzc2lvbhIZChF0b3RhbF9jaHVua3NfaGludBgEIAEoBCKUAQoPU25hcHNob3RDb250ZXh0Eg4KBmhhbmRsZRgBIAEoDRIOCgZ0ZW5hbnQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIWCg5uZXh0X2JvX2hhbmRsZRgEIAEoDRITCgtmZW5jZV92YWx1ZRgFIAEoBBIgCgNib3MYBiADKAsyEy52Z3B1LnYxLlNuYXBzaG90Qm8iQAoKU25hcHNob3RCbxIOCgZoYW5kbGUYASABKA0SEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZtYXBwZWQYAyABKAgicgoPU25hcHNob3RTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEhIKCmxhc3RfZnJhbWUYAyABKAQSJwoHcmVwbGllcxgEIAMoCzIWLnZncHUudjEuU25hcHNob3RSZXBseSJDCg1TbmFwc2hvdFJlcGx5Eg0KBWZyYW1lGAEgASgEEiMKBnJlc3VsdBgCIAEoCzITLnZncHUudjEuQ2FsbFJlc3VsdCJOCg1TbmFwc2hvdFBhZ2VzEg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SEgoKZmlyc3RfcGFnZRgDIAEoDRIMCgRkYXRhGAQgASgMIsIBCg5TdGFuZGJ5TWVzc2FnZRINCgVlcG9jaBgBIAEoBBImCgVoZWxsbxgCIAEoCzIVLnZncHUudjEuU3RhbmRieUhlbGxvSAASGwoDYWNrGAMgASgLMgwudmdwdS52MS5BY2tIABIoCgZyZXN5bmMYBCABKAsyFi52Z3B1LnYxLlJlc3luY1JlcXVlc3RIABIqCgVlcnJvchgFIAEoCzIZLnZncHUudjEuUmVwbGljYXRpb25FcnJvckgAQgYKBGtpbmQitAEKDFN0YW5kYnlIZWxsbxISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZW1wdHkYAyABKAgSGAoQbGFzdF9hcHBsaWVkX3NlcRgEIAEoBBITCgtzbmFwc2hvdF9pZBgFIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgGIAEoDRIPCgd2ZXJzaW9uGAcgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YCCABKA0irQEKA0FjaxITCgthcHBsaWVkX3NlcRgBIAEoBBITCgtzbmFwc2hvdF9pZBgCIAEoBBIWCg5zbmFwc2hvdF9jaHVuaxgDIAEoDRIZChFoZWFydGJlYXRfc2VudF91cxgEIAEoBBIuCgtjaGVja3BvaW50cxgFIAMoCzIZLnZncHUudjEuQ2hlY2twb2ludFJlc3VsdBIZChFoYW5kb3Zlcl9hY2NlcHRlZBgGIAEoCCJSChBDaGVja3BvaW50UmVzdWx0EhIKCnJlcXVlc3RfaWQYASABKAQSCwoDc2VxGAIgASgEEg0KBWVxdWFsGAMgASgIEg4KBmRpZ2VzdBgEIAEoCSJYCg1SZXN5bmNSZXF1ZXN0EiUKBnJlYXNvbhgBIAEoDjIVLnZncHUudjEuUmVzeW5jUmVhc29uEhAKCGZyb21fc2VxGAIgASgEEg4KBmRldGFpbBgDIAEoCSJFChBSZXBsaWNhdGlvbkVycm9yEiAKBGNvZGUYASABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAIgASgJKlMKCE5vZGVSb2xlEhkKFU5PREVfUk9MRV9VTlNQRUNJRklFRBAAEhUKEU5PREVfUk9MRV9QUklNQVJZEAESFQoRTk9ERV9ST0xFX1NUQU5EQlkQAip2ChJTZXNzaW9uQ2xvc2VSZWFzb24SHgoaU0VTU0lPTl9DTE9TRV9SRUFTT05fR1VFU1QQABIdChlTRVNTSU9OX0NMT1NFX1JFQVNPTl9JRExFEAESIQodU0VTU0lPTl9DTE9TRV9SRUFTT05fT1BFUkFUT1IQAipgCgxSZXN5bmNSZWFzb24SHQoZUkVTWU5DX1JFQVNPTl9VTlNQRUNJRklFRBAAEhUKEVJFU1lOQ19SRUFTT05fR0FQEAESGgoWUkVTWU5DX1JFQVNPTl9ESVZFUkdFRBACMoUBCgtSZXBsaWNhdGlvbhI+CgZTdHJlYW0SFy52Z3B1LnYxLlByaW1hcnlNZXNzYWdlGhcudmdwdS52MS5TdGFuZGJ5TWVzc2FnZSgBMAESNgoFUHJvYmUSFS52Z3B1LnYxLlByb2JlUmVxdWVzdBoWLnZncHUudjEuUHJvYmVSZXNwb25zZWIGcHJvdG8z", [file_vgpu_v1_types]);
+  fileDesc("Chl2Z3B1L3YxL3JlcGxpY2F0aW9uLnByb3RvEgd2Z3B1LnYxIkIKDFByb2JlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDQoFZXBvY2gYAyABKAQiigEKDVByb2JlUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEh8KBHJvbGUYAyABKA4yES52Z3B1LnYxLk5vZGVSb2xlEg0KBWVwb2NoGAQgASgEEg8KB3JlcGxpY2EYBSABKAgSEwoLYXBwbGllZF9zZXEYBiABKAQi8wEKDlByaW1hcnlNZXNzYWdlEg0KBWVwb2NoGAEgASgEEiYKBWhlbGxvGAIgASgLMhUudmdwdS52MS5QcmltYXJ5SGVsbG9IABImCgdlbnRyaWVzGAMgASgLMhMudmdwdS52MS5FbnRyeUJhdGNoSAASKgoIc25hcHNob3QYBCABKAsyFi52Z3B1LnYxLlNuYXBzaG90Q2h1bmtIABInCgloZWFydGJlYXQYBSABKAsyEi52Z3B1LnYxLkhlYXJ0YmVhdEgAEiUKCGhhbmRvdmVyGAYgASgLMhEudmdwdS52MS5IYW5kb3ZlckgAQgYKBGtpbmQiLAoISGFuZG92ZXISEAoIbGFzdF9zZXEYASABKAQSDgoGZGlnZXN0GAIgASgJIp8BCgxQcmltYXJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhoKEmZpcnN0X3JldGFpbmVkX3NlcRgDIAEoBBIQCghsYXN0X3NlcRgEIAEoBBIRCglsZWFzZV9rZXkYBSABKAwSDwoHdmVyc2lvbhgGIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAcgASgNImgKCkVudHJ5QmF0Y2gSHwoHZW50cmllcxgBIAMoCzIOLnZncHUudjEuRW50cnkSDgoGcGFja2VkGAIgASgMEikKDGxhdGVfcmVzdWx0cxgDIAMoCzITLnZncHUudjEuTGF0ZVJlc3VsdCJGCgpMYXRlUmVzdWx0EgsKA3NlcRgBIAEoBBIVCg1vdXRwdXRfZGlnZXN0GAIgASgMEhQKDHN0YXRlX2RpZ2VzdBgDIAEoCSJgCglIZWFydGJlYXQSDwoHc2VudF91cxgBIAEoBBIQCghsYXN0X3NlcRgCIAEoBBIUCgxzeW5jX3JlcGxpY2EYAyABKAgSGgoSbWFpbnRlbmFuY2VfcGF1c2VkGAQgASgIIrYCCgVFbnRyeRILCgNzZXEYASABKAQSIgoEY2FsbBgCIAEoCzISLnZncHUudjEuQ2FsbEVudHJ5SAASLQoKbW1pb19wYWdlcxgDIAEoCzIXLnZncHUudjEuTW1pb1BhZ2VzRW50cnlIABItCgptbWlvX3N0b3JlGAQgASgLMhcudmdwdS52MS5NbWlvU3RvcmVFbnRyeUgAEjEKDHNlc3Npb25fb3BlbhgFIAEoCzIZLnZncHUudjEuU2Vzc2lvbk9wZW5FbnRyeUgAEjMKDXNlc3Npb25fY2xvc2UYBiABKAsyGi52Z3B1LnYxLlNlc3Npb25DbG9zZUVudHJ5SAASLgoKY2hlY2twb2ludBgHIAEoCzIYLnZncHUudjEuQ2hlY2twb2ludEVudHJ5SABCBgoEa2luZCKaAQoJQ2FsbEVudHJ5EhIKCnNlc3Npb25faWQYASABKAkSDQoFZnJhbWUYAiABKAQSGwoEY2FsbBgDIAEoCzINLnZncHUudjEuQ2FsbBIlCgdoYW5kbGVzGAQgASgLMhQudmdwdS52MS5IYW5kbGVEZWx0YRImCgZyZXN1bHQYBSABKAsyFi52Z3B1LnYxLlJlc3VsdFN1bW1hcnkijwEKC0hhbmRsZURlbHRhEhgKEGNvbnRleHRzX2NyZWF0ZWQYASADKA0SGgoSY29udGV4dHNfZGVzdHJveWVkGAIgAygNEiQKDGJvc19hc3NpZ25lZBgDIAMoCzIOLnZncHUudjEuQm9SZWYSJAoMYm9zX3JlbGVhc2VkGAQgAygLMg4udmdwdS52MS5Cb1JlZiIkCgVCb1JlZhIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNIkgKDVJlc3VsdFN1bW1hcnkSIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEhUKDW91dHB1dF9kaWdlc3QYAiABKAwiWQoOTW1pb1BhZ2VzRW50cnkSIQoFcGFnZXMYASADKAsyEi52Z3B1LnYxLlBhZ2VXcml0ZRIkCgZmcmFtZXMYAiADKAsyFC52Z3B1LnYxLkZyYW1lUmVjb3JkIl4KCVBhZ2VXcml0ZRIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCnBhZ2VfaW5kZXgYAyABKA0SIAoHZXh0ZW50cxgEIAMoCzIPLnZncHUudjEuRXh0ZW50Ii4KBkV4dGVudBIWCg5vZmZzZXRfaW5fcGFnZRgBIAEoDRIMCgRkYXRhGAIgASgMInEKDk1taW9TdG9yZUVudHJ5Eg8KB2NvbnRleHQYASABKA0SCgoCYm8YAiABKA0SDgoGb2Zmc2V0GAMgASgEEgwKBGRhdGEYBCABKAwSJAoGZnJhbWVzGAUgAygLMhQudmdwdS52MS5GcmFtZVJlY29yZCJjCgtGcmFtZVJlY29yZBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZyYW1lGAIgASgEEiAKBGNvZGUYAyABKA4yEi52Z3B1LnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAQgASgJIjYKEFNlc3Npb25PcGVuRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkiVAoRU2Vzc2lvbkNsb3NlRW50cnkSEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgZyZWFzb24YAiABKA4yGy52Z3B1LnYxLlNlc3Npb25DbG9zZVJlYXNvbiI1Cg9DaGVja3BvaW50RW50cnkSDgoGZGlnZXN0GAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAQinQEKDVNuYXBzaG90Q2h1bmsSEwoLc25hcHNob3RfaWQYASABKAQSDgoGYXRfc2VxGAIgASgEEg0KBWluZGV4GAMgASgNEgwKBGxhc3QYBCABKAgSIwoEbWV0YRgFIAEoCzIVLnZncHUudjEuU25hcHNob3RNZXRhEiUKBXBhZ2VzGAYgAygLMhYudmdwdS52MS5TbmFwc2hvdFBhZ2VzIp4BCgxTbmFwc2hvdE1ldGESGwoTbmV4dF9jb250ZXh0X2hhbmRsZRgBIAEoDRIqCghjb250ZXh0cxgCIAMoCzIYLnZncHUudjEuU25hcHNob3RDb250ZXh0EioKCHNlc3Npb25zGAMgAygLMhgudmdwdS52MS5TbmFwc2hvdFNlc3Npb24SGQoRdG90YWxfY2h1bmtzX2hpbnQYBCABKAQilAEKD1NuYXBzaG90Q29udGV4dBIOCgZoYW5kbGUYASABKA0SDgoGdGVuYW50GAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSFgoObmV4dF9ib19oYW5kbGUYBCABKA0SEwoLZmVuY2VfdmFsdWUYBSABKAQSIAoDYm9zGAYgAygLMhMudmdwdS52MS5TbmFwc2hvdEJvIkAKClNuYXBzaG90Qm8SDgoGaGFuZGxlGAEgASgNEhIKCnNpemVfYnl0ZXMYAiABKAQSDgoGbWFwcGVkGAMgASgIInIKD1NuYXBzaG90U2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCRISCgpsYXN0X2ZyYW1lGAMgASgEEicKB3JlcGxpZXMYBCADKAsyFi52Z3B1LnYxLlNuYXBzaG90UmVwbHkiQwoNU25hcHNob3RSZXBseRINCgVmcmFtZRgBIAEoBBIjCgZyZXN1bHQYAiABKAsyEy52Z3B1LnYxLkNhbGxSZXN1bHQiTgoNU25hcHNob3RQYWdlcxIPCgdjb250ZXh0GAEgASgNEgoKAmJvGAIgASgNEhIKCmZpcnN0X3BhZ2UYAyABKA0SDAoEZGF0YRgEIAEoDCLCAQoOU3RhbmRieU1lc3NhZ2USDQoFZXBvY2gYASABKAQSJgoFaGVsbG8YAiABKAsyFS52Z3B1LnYxLlN0YW5kYnlIZWxsb0gAEhsKA2FjaxgDIAEoCzIMLnZncHUudjEuQWNrSAASKAoGcmVzeW5jGAQgASgLMhYudmdwdS52MS5SZXN5bmNSZXF1ZXN0SAASKgoFZXJyb3IYBSABKAsyGS52Z3B1LnYxLlJlcGxpY2F0aW9uRXJyb3JIAEIGCgRraW5kIrQBCgxTdGFuZGJ5SGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEg0KBWVtcHR5GAMgASgIEhgKEGxhc3RfYXBwbGllZF9zZXEYBCABKAQSEwoLc25hcHNob3RfaWQYBSABKAQSFgoOc25hcHNob3RfY2h1bmsYBiABKA0SDwoHdmVyc2lvbhgHIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAggASgNIsMBCgNBY2sSEwoLYXBwbGllZF9zZXEYASABKAQSEwoLc25hcHNob3RfaWQYAiABKAQSFgoOc25hcHNob3RfY2h1bmsYAyABKA0SGQoRaGVhcnRiZWF0X3NlbnRfdXMYBCABKAQSLgoLY2hlY2twb2ludHMYBSADKAsyGS52Z3B1LnYxLkNoZWNrcG9pbnRSZXN1bHQSGQoRaGFuZG92ZXJfYWNjZXB0ZWQYBiABKAgSFAoMcmVjZWl2ZWRfc2VxGAcgASgEIlIKEENoZWNrcG9pbnRSZXN1bHQSEgoKcmVxdWVzdF9pZBgBIAEoBBILCgNzZXEYAiABKAQSDQoFZXF1YWwYAyABKAgSDgoGZGlnZXN0GAQgASgJIlgKDVJlc3luY1JlcXVlc3QSJQoGcmVhc29uGAEgASgOMhUudmdwdS52MS5SZXN5bmNSZWFzb24SEAoIZnJvbV9zZXEYAiABKAQSDgoGZGV0YWlsGAMgASgJIkUKEFJlcGxpY2F0aW9uRXJyb3ISIAoEY29kZRgBIAEoDjISLnZncHUudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkqUwoITm9kZVJvbGUSGQoVTk9ERV9ST0xFX1VOU1BFQ0lGSUVEEAASFQoRTk9ERV9ST0xFX1BSSU1BUlkQARIVChFOT0RFX1JPTEVfU1RBTkRCWRACKnYKElNlc3Npb25DbG9zZVJlYXNvbhIeChpTRVNTSU9OX0NMT1NFX1JFQVNPTl9HVUVTVBAAEh0KGVNFU1NJT05fQ0xPU0VfUkVBU09OX0lETEUQARIhCh1TRVNTSU9OX0NMT1NFX1JFQVNPTl9PUEVSQVRPUhACKmAKDFJlc3luY1JlYXNvbhIdChlSRVNZTkNfUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVTWU5DX1JFQVNPTl9HQVAQARIaChZSRVNZTkNfUkVBU09OX0RJVkVSR0VEEAIyhQEKC1JlcGxpY2F0aW9uEj4KBlN0cmVhbRIXLnZncHUudjEuUHJpbWFyeU1lc3NhZ2UaFy52Z3B1LnYxLlN0YW5kYnlNZXNzYWdlKAEwARI2CgVQcm9iZRIVLnZncHUudjEuUHJvYmVSZXF1ZXN0GhYudmdwdS52MS5Qcm9iZVJlc3BvbnNlYgZwcm90bzM", [file_vgpu_v1_types]);
 
 /**
  * @generated from message vgpu.v1.ProbeRequest
@@ -230,7 +230,8 @@ export const PrimaryHelloSchema: GenMessage<PrimaryHello> = /*@__PURE__*/
  * Consecutive log entries, in seq order: either as `entries`, or as `packed`, the same
  * entries in the compact encoding of docs/replication.md ("Entry encoding": varints, strings
  * interned per batch; its first byte is its version, 1). A primary sends `packed`; a standby
- * takes either, never both.
+ * takes either, never both. `late_results` (possibly with no entries) carries the result
+ * summaries that needed the primary's device, for entries sent earlier or in this batch.
  *
  * @generated from message vgpu.v1.EntryBatch
  */
@@ -244,6 +245,11 @@ export type EntryBatch = Message<"vgpu.v1.EntryBatch"> & {
    * @generated from field: bytes packed = 2;
    */
   packed: Uint8Array;
+
+  /**
+   * @generated from field: repeated vgpu.v1.LateResult late_results = 3;
+   */
+  lateResults: LateResult[];
 };
 
 /**
@@ -252,6 +258,39 @@ export type EntryBatch = Message<"vgpu.v1.EntryBatch"> & {
  */
 export const EntryBatchSchema: GenMessage<EntryBatch> = /*@__PURE__*/
   messageDesc(file_vgpu_v1_replication, 5);
+
+/**
+ * Entries leave before the primary's device has run them (docs/replication.md, "The
+ * pipeline"). The part of a result that needs the device follows here once it has: for a
+ * call entry whose summary left with an empty output digest although the call has output
+ * data (a dmaRead), that digest; for a checkpoint entry that left with an empty digest, the
+ * state digest at it. The standby compares once its own device produced its own.
+ *
+ * @generated from message vgpu.v1.LateResult
+ */
+export type LateResult = Message<"vgpu.v1.LateResult"> & {
+  /**
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: bytes output_digest = 2;
+   */
+  outputDigest: Uint8Array;
+
+  /**
+   * @generated from field: string state_digest = 3;
+   */
+  stateDigest: string;
+};
+
+/**
+ * Describes the message vgpu.v1.LateResult.
+ * Use `create(LateResultSchema)` to create a new message.
+ */
+export const LateResultSchema: GenMessage<LateResult> = /*@__PURE__*/
+  messageDesc(file_vgpu_v1_replication, 6);
 
 /**
  * @generated from message vgpu.v1.Heartbeat
@@ -292,7 +331,7 @@ export type Heartbeat = Message<"vgpu.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 6);
+  messageDesc(file_vgpu_v1_replication, 7);
 
 /**
  * One record of the replication log.
@@ -352,7 +391,7 @@ export type Entry = Message<"vgpu.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 7);
+  messageDesc(file_vgpu_v1_replication, 8);
 
 /**
  * A guest call, its parameters, its handle-mapping delta and a summary of its result.
@@ -391,7 +430,7 @@ export type CallEntry = Message<"vgpu.v1.CallEntry"> & {
  * Use `create(CallEntrySchema)` to create a new message.
  */
 export const CallEntrySchema: GenMessage<CallEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 8);
+  messageDesc(file_vgpu_v1_replication, 9);
 
 /**
  * Guest handles the call assigned or released (the handle-mapping table delta).
@@ -425,7 +464,7 @@ export type HandleDelta = Message<"vgpu.v1.HandleDelta"> & {
  * Use `create(HandleDeltaSchema)` to create a new message.
  */
 export const HandleDeltaSchema: GenMessage<HandleDelta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 9);
+  messageDesc(file_vgpu_v1_replication, 10);
 
 /**
  * @generated from message vgpu.v1.BoRef
@@ -447,7 +486,7 @@ export type BoRef = Message<"vgpu.v1.BoRef"> & {
  * Use `create(BoRefSchema)` to create a new message.
  */
 export const BoRefSchema: GenMessage<BoRef> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 10);
+  messageDesc(file_vgpu_v1_replication, 11);
 
 /**
  * A call's outcome, compared by the standby with its own: the code and a digest of the output.
@@ -462,7 +501,8 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
 
   /**
    * The output in short: a handle or fence value (a kind byte + 8 bytes), read data as the
-   * first 16 bytes of its SHA-256; empty when the call has none.
+   * first 16 bytes of its SHA-256; empty when the call has none. Read data is known only after
+   * the primary's device ran the call: it is left empty here and follows in a LateResult.
    *
    * @generated from field: bytes output_digest = 2;
    */
@@ -474,7 +514,7 @@ export type ResultSummary = Message<"vgpu.v1.ResultSummary"> & {
  * Use `create(ResultSummarySchema)` to create a new message.
  */
 export const ResultSummarySchema: GenMessage<ResultSummary> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 11);
+  messageDesc(file_vgpu_v1_replication, 12);
 
 /**
  * The MMIO stores of a group of store frames, one record per dirty page with only the bytes
@@ -499,7 +539,7 @@ export type MmioPagesEntry = Message<"vgpu.v1.MmioPagesEntry"> & {
  * Use `create(MmioPagesEntrySchema)` to create a new message.
  */
 export const MmioPagesEntrySchema: GenMessage<MmioPagesEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 12);
+  messageDesc(file_vgpu_v1_replication, 13);
 
 /**
  * @generated from message vgpu.v1.PageWrite
@@ -531,7 +571,7 @@ export type PageWrite = Message<"vgpu.v1.PageWrite"> & {
  * Use `create(PageWriteSchema)` to create a new message.
  */
 export const PageWriteSchema: GenMessage<PageWrite> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 13);
+  messageDesc(file_vgpu_v1_replication, 14);
 
 /**
  * @generated from message vgpu.v1.Extent
@@ -553,7 +593,7 @@ export type Extent = Message<"vgpu.v1.Extent"> & {
  * Use `create(ExtentSchema)` to create a new message.
  */
 export const ExtentSchema: GenMessage<Extent> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 14);
+  messageDesc(file_vgpu_v1_replication, 15);
 
 /**
  * One MMIO store (the per-store baseline). `frames` is set on the last store of a frame.
@@ -592,7 +632,7 @@ export type MmioStoreEntry = Message<"vgpu.v1.MmioStoreEntry"> & {
  * Use `create(MmioStoreEntrySchema)` to create a new message.
  */
 export const MmioStoreEntrySchema: GenMessage<MmioStoreEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 15);
+  messageDesc(file_vgpu_v1_replication, 16);
 
 /**
  * A store frame applied on the primary: its number and result, for the session table.
@@ -626,7 +666,7 @@ export type FrameRecord = Message<"vgpu.v1.FrameRecord"> & {
  * Use `create(FrameRecordSchema)` to create a new message.
  */
 export const FrameRecordSchema: GenMessage<FrameRecord> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 16);
+  messageDesc(file_vgpu_v1_replication, 17);
 
 /**
  * @generated from message vgpu.v1.SessionOpenEntry
@@ -648,7 +688,7 @@ export type SessionOpenEntry = Message<"vgpu.v1.SessionOpenEntry"> & {
  * Use `create(SessionOpenEntrySchema)` to create a new message.
  */
 export const SessionOpenEntrySchema: GenMessage<SessionOpenEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 17);
+  messageDesc(file_vgpu_v1_replication, 18);
 
 /**
  * @generated from message vgpu.v1.SessionCloseEntry
@@ -672,10 +712,11 @@ export type SessionCloseEntry = Message<"vgpu.v1.SessionCloseEntry"> & {
  * Use `create(SessionCloseEntrySchema)` to create a new message.
  */
 export const SessionCloseEntrySchema: GenMessage<SessionCloseEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 18);
+  messageDesc(file_vgpu_v1_replication, 19);
 
 /**
  * The primary's state digest after every entry up to this one; the standby compares its own.
+ * Empty: the digest follows in a LateResult once the primary's device has reached this entry.
  *
  * @generated from message vgpu.v1.CheckpointEntry
  */
@@ -696,7 +737,7 @@ export type CheckpointEntry = Message<"vgpu.v1.CheckpointEntry"> & {
  * Use `create(CheckpointEntrySchema)` to create a new message.
  */
 export const CheckpointEntrySchema: GenMessage<CheckpointEntry> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 19);
+  messageDesc(file_vgpu_v1_replication, 20);
 
 /**
  * A piece of a consistent snapshot at seq `at_seq`. The first chunk (index 0) carries the
@@ -741,7 +782,7 @@ export type SnapshotChunk = Message<"vgpu.v1.SnapshotChunk"> & {
  * Use `create(SnapshotChunkSchema)` to create a new message.
  */
 export const SnapshotChunkSchema: GenMessage<SnapshotChunk> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 20);
+  messageDesc(file_vgpu_v1_replication, 21);
 
 /**
  * @generated from message vgpu.v1.SnapshotMeta
@@ -773,7 +814,7 @@ export type SnapshotMeta = Message<"vgpu.v1.SnapshotMeta"> & {
  * Use `create(SnapshotMetaSchema)` to create a new message.
  */
 export const SnapshotMetaSchema: GenMessage<SnapshotMeta> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 21);
+  messageDesc(file_vgpu_v1_replication, 22);
 
 /**
  * @generated from message vgpu.v1.SnapshotContext
@@ -815,7 +856,7 @@ export type SnapshotContext = Message<"vgpu.v1.SnapshotContext"> & {
  * Use `create(SnapshotContextSchema)` to create a new message.
  */
 export const SnapshotContextSchema: GenMessage<SnapshotContext> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 22);
+  messageDesc(file_vgpu_v1_replication, 23);
 
 /**
  * @generated from message vgpu.v1.SnapshotBo
@@ -842,7 +883,7 @@ export type SnapshotBo = Message<"vgpu.v1.SnapshotBo"> & {
  * Use `create(SnapshotBoSchema)` to create a new message.
  */
 export const SnapshotBoSchema: GenMessage<SnapshotBo> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 23);
+  messageDesc(file_vgpu_v1_replication, 24);
 
 /**
  * @generated from message vgpu.v1.SnapshotSession
@@ -874,7 +915,7 @@ export type SnapshotSession = Message<"vgpu.v1.SnapshotSession"> & {
  * Use `create(SnapshotSessionSchema)` to create a new message.
  */
 export const SnapshotSessionSchema: GenMessage<SnapshotSession> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 24);
+  messageDesc(file_vgpu_v1_replication, 25);
 
 /**
  * @generated from message vgpu.v1.SnapshotReply
@@ -896,7 +937,7 @@ export type SnapshotReply = Message<"vgpu.v1.SnapshotReply"> & {
  * Use `create(SnapshotReplySchema)` to create a new message.
  */
 export const SnapshotReplySchema: GenMessage<SnapshotReply> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 25);
+  messageDesc(file_vgpu_v1_replication, 26);
 
 /**
  * Consecutive non-zero pages of one buffer, starting at first_page.
@@ -930,7 +971,7 @@ export type SnapshotPages = Message<"vgpu.v1.SnapshotPages"> & {
  * Use `create(SnapshotPagesSchema)` to create a new message.
  */
 export const SnapshotPagesSchema: GenMessage<SnapshotPages> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 26);
+  messageDesc(file_vgpu_v1_replication, 27);
 
 /**
  * @generated from message vgpu.v1.StandbyMessage
@@ -976,7 +1017,7 @@ export type StandbyMessage = Message<"vgpu.v1.StandbyMessage"> & {
  * Use `create(StandbyMessageSchema)` to create a new message.
  */
 export const StandbyMessageSchema: GenMessage<StandbyMessage> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 27);
+  messageDesc(file_vgpu_v1_replication, 28);
 
 /**
  * @generated from message vgpu.v1.StandbyHello
@@ -1035,11 +1076,14 @@ export type StandbyHello = Message<"vgpu.v1.StandbyHello"> & {
  * Use `create(StandbyHelloSchema)` to create a new message.
  */
 export const StandbyHelloSchema: GenMessage<StandbyHello> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 28);
+  messageDesc(file_vgpu_v1_replication, 29);
 
 /**
- * Cumulative: every entry up to applied_seq is applied; snapshot chunks up to
- * snapshot_chunk are received. Echoes the newest heartbeat's send time.
+ * Cumulative: every entry up to received_seq is received (handed to the standby's device,
+ * which runs them in order), every entry up to applied_seq is applied (the device completed
+ * it; applied_seq <= received_seq); snapshot chunks up to snapshot_chunk are received. Echoes
+ * the newest heartbeat's send time. received_seq 0 from a standby that does not send it: the
+ * primary takes applied_seq for both.
  *
  * @generated from message vgpu.v1.Ack
  */
@@ -1077,6 +1121,11 @@ export type Ack = Message<"vgpu.v1.Ack"> & {
    * @generated from field: bool handover_accepted = 6;
    */
   handoverAccepted: boolean;
+
+  /**
+   * @generated from field: uint64 received_seq = 7;
+   */
+  receivedSeq: bigint;
 };
 
 /**
@@ -1084,7 +1133,7 @@ export type Ack = Message<"vgpu.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 29);
+  messageDesc(file_vgpu_v1_replication, 30);
 
 /**
  * @generated from message vgpu.v1.CheckpointResult
@@ -1116,7 +1165,7 @@ export type CheckpointResult = Message<"vgpu.v1.CheckpointResult"> & {
  * Use `create(CheckpointResultSchema)` to create a new message.
  */
 export const CheckpointResultSchema: GenMessage<CheckpointResult> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 30);
+  messageDesc(file_vgpu_v1_replication, 31);
 
 /**
  * @generated from message vgpu.v1.ResyncRequest
@@ -1143,7 +1192,7 @@ export type ResyncRequest = Message<"vgpu.v1.ResyncRequest"> & {
  * Use `create(ResyncRequestSchema)` to create a new message.
  */
 export const ResyncRequestSchema: GenMessage<ResyncRequest> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 31);
+  messageDesc(file_vgpu_v1_replication, 32);
 
 /**
  * @generated from message vgpu.v1.ReplicationError
@@ -1165,7 +1214,7 @@ export type ReplicationError = Message<"vgpu.v1.ReplicationError"> & {
  * Use `create(ReplicationErrorSchema)` to create a new message.
  */
 export const ReplicationErrorSchema: GenMessage<ReplicationError> = /*@__PURE__*/
-  messageDesc(file_vgpu_v1_replication, 32);
+  messageDesc(file_vgpu_v1_replication, 33);
 
 /**
  * @generated from enum vgpu.v1.NodeRole
