@@ -1,8 +1,18 @@
 export { BufferObject } from "./device/buffer-object.js";
 export { Device, type DeviceArg, type DeviceOptions } from "./device/device.js";
+export { DeviceCore, type DeviceCoreOptions } from "./device/device-core.js";
+export { DeviceQueue } from "./device/device-queue.js";
+export {
+  type DeviceExecutor,
+  type ExecutorFactory,
+  type ExecutorSink,
+  InlineExecutor,
+  ManualExecutor,
+} from "./device/executor.js";
 export type { Failure } from "./device/failure.js";
 export { KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
+export type { ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
 export {
   type DeviceFailure,
   type DeviceProgress,

@@ -229,7 +229,7 @@ export class StandbyRole implements Role {
     if (!backend) return undefined;
     for (const ctx of [...backend.contexts.values()].sort((a, b) => a.handle - b.handle)) {
       for (const gbo of [...ctx.bos.values()].sort((a, b) => a.handle - b.handle)) {
-        gbo.bo.bytes[0] = (gbo.bo.bytes[0]! ^ 0xff) & 0xff;
+        backend.corruptByte(ctx.handle, gbo.handle);
         this.deps.logger.error(
           { context: ctx.handle, bo: gbo.handle },
           "TEST FAULT: corrupted one byte",

@@ -1,12 +1,18 @@
-// The GPU device: VRAM, contexts and buffer objects addressed by device handles, and the
-// operations on them. Pure and deterministic: same seed and same calls ⇒ same handles and
-// bytes. Callers (the paravirtual backend) translate guest handles before calling in.
-import { ErrorCode } from "@vgpu-ha/common/core";
+// The GPU device as the main thread holds it: VRAM accounting, contexts and buffer objects
+// addressed by device handles, and the operations on them. Every operation is checked here and
+// decided at once; the work on bytes is queued (device-queue.ts) to the device core, which runs
+// it in order inline or on the device thread (executor.ts). Pure and deterministic: same seed
+// and same calls ⇒ same handles and bytes. Callers (the paravirtual backend) translate guest
+// handles before calling in.
+import { ErrorCode, type StoreBatch } from "@vgpu-ha/common/core";
 import { BufferObject } from "./buffer-object.js";
+import { DeviceQueue } from "./device-queue.js";
+import { type DeviceExecutor, InlineExecutor } from "./executor.js";
 import { type Failure, fail, inRange, outOfBounds } from "./failure.js";
 import { HandleGenerator } from "./handle-generator.js";
 import { KERNELS } from "./kernels/index.js";
 import type { ResolvedArg, SlotKind } from "./kernels/types.js";
+import type { OpArg, OpPageWrite } from "./ops.js";
 import { roundUpToPage, Vram } from "./vram.js";
 
 export interface DeviceOptions {
@@ -35,15 +41,23 @@ export type DeviceArg =
 export class Device {
   readonly options: DeviceOptions;
   readonly vram: Vram;
+  /** The operations queued to the device core, and how far it got (the DeviceProgress). */
+  readonly queue: DeviceQueue;
   private readonly contexts = new Map<number, DeviceContext>();
   private readonly handles: HandleGenerator;
   private readonly usedHandles = new Set<number>();
   private bufferCount = 0;
 
-  constructor(options: DeviceOptions) {
+  constructor(options: DeviceOptions, executor: DeviceExecutor = new InlineExecutor()) {
     this.options = options;
     this.vram = new Vram(options.vramBytes);
     this.handles = new HandleGenerator(options.seed);
+    this.queue = new DeviceQueue(executor);
+  }
+
+  /** Ends the device (its thread, if it has one). */
+  close(): void {
+    this.queue.executor.close();
   }
 
   get boCount(): number {
@@ -94,7 +108,9 @@ export class Device {
         `VRAM full: ${this.vram.usedBytes} of ${this.vram.totalBytes} bytes used, ${size} asked`,
       );
     }
-    const bo = new BufferObject(this.newHandle(), size);
+    const executor = this.queue.executor;
+    const bo = new BufferObject(this.newHandle(), size, (id) => executor.peek(id));
+    this.queue.submit({ k: "alloc", id: bo.id, size });
     ctx.bos.set(bo.id, bo);
     this.bufferCount++;
     return bo;
@@ -107,22 +123,30 @@ export class Device {
     this.usedHandles.delete(handle);
     this.vram.release(bo.byteLength);
     this.bufferCount--;
+    this.queue.submit({ k: "free", id: handle });
   }
 
   dmaWrite(bo: BufferObject, offset: number, data: Uint8Array): Failure | null {
     if (!inRange(offset, data.byteLength, bo.byteLength)) {
       return outOfBounds("dma write", offset, data.byteLength, bo.byteLength);
     }
-    bo.bytes.set(data, offset);
+    this.queue.submit({ k: "write", id: bo.id, offset, data });
     return null;
   }
 
-  /** A copy of the bytes (VRAM keeps changing after the call returns). */
+  /**
+   * A buffer of `length` bytes that the device fills with the buffer's bytes when it reaches
+   * this read (a copy: VRAM keeps changing). Nobody may read it before then.
+   */
   dmaRead(bo: BufferObject, offset: number, length: number): Failure | Uint8Array {
     if (!inRange(offset, length, bo.byteLength)) {
       return outOfBounds("dma read", offset, length, bo.byteLength);
     }
-    return bo.bytes.slice(offset, offset + length);
+    const data = new Uint8Array(length);
+    this.queue.submit({ k: "read", id: bo.id, offset, length }, (bytes) =>
+      data.set(bytes as Uint8Array),
+    );
+    return data;
   }
 
   copy(
@@ -138,8 +162,7 @@ export class Device {
     if (!inRange(dstOffset, length, dst.byteLength)) {
       return outOfBounds("copy destination", dstOffset, length, dst.byteLength);
     }
-    if (src === dst) src.bytes.copyWithin(dstOffset, srcOffset, srcOffset + length);
-    else dst.bytes.set(src.bytes.subarray(srcOffset, srcOffset + length), dstOffset);
+    this.queue.submit({ k: "copy", src: src.id, srcOffset, dst: dst.id, dstOffset, length });
     return null;
   }
 
@@ -153,6 +176,7 @@ export class Device {
       );
     }
     const resolved: ResolvedArg[] = [];
+    const opArgs: OpArg[] = [];
     for (let i = 0; i < args.length; i++) {
       const slot = kernel.slots[i]!;
       const arg = args[i]!;
@@ -163,6 +187,7 @@ export class Device {
         );
       }
       resolved.push(arg.kind === "buffer" ? arg.bo : arg.value);
+      opArgs.push(arg.kind === "buffer" ? { buffer: arg.bo.id } : arg.value);
     }
     const rejection = kernel.validate(resolved);
     if (rejection !== null) {
@@ -175,8 +200,31 @@ export class Device {
         `${kernelName}: work ${work} above the per-launch limit ${this.options.maxKernelWork}`,
       );
     }
-    kernel.run(resolved);
+    this.queue.submit({ k: "launch", kernel: kernelName, args: opArgs });
     return null;
+  }
+
+  /** Queues a batch of MMIO stores the backend checked (call-checks.ts checkStores). */
+  stores(bo: BufferObject, batch: StoreBatch): void {
+    const { offsets, widths, data } = batch;
+    this.queue.submit({ k: "stores", id: bo.id, offsets, widths, data });
+  }
+
+  /** Queues byte ranges the caller checked against their buffers (page batches, snapshots). */
+  writePages(writes: readonly OpPageWrite[]): void {
+    if (writes.length > 0) this.queue.submit({ k: "pages", writes });
+  }
+
+  /** Queues a flip of the bits of `mask` in byte `offset` (checked by the caller). */
+  xorByte(bo: BufferObject, offset: number, mask: number): void {
+    this.queue.submit({ k: "xor", id: bo.id, offset, mask });
+  }
+
+  /** One SHA-256 (hex) per buffer, of its bytes at this point of the device's order. */
+  hashBuffers(bos: readonly BufferObject[], callback: (hashes: readonly string[]) => void): void {
+    this.queue.submit({ k: "hash", ids: bos.map((b) => b.id) }, (r) =>
+      callback(r as readonly string[]),
+    );
   }
 
   private newHandle(): number {

@@ -19,8 +19,9 @@ import {
   type StoreBatch,
 } from "@vgpu-ha/common/core";
 import { Device, type DeviceArg, type DeviceOptions } from "../device/device.js";
+import type { ExecutorFactory } from "../device/executor.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
-import { type DeviceProgress, InlineProgress } from "../device/progress.js";
+import type { DeviceProgress } from "../device/progress.js";
 import { checkDmaSize, checkScalar, checkStores } from "./call-checks.js";
 import { EndedSessions } from "./ended-sessions.js";
 import { type GuestBo, GuestContext } from "./guest-context.js";
@@ -47,6 +48,8 @@ export interface BackendOptions {
   readonly maxStoresPerBatch: number;
   /** Record dirty pages for replication; a standalone node may switch it off. */
   readonly trackMmio: boolean;
+  /** Where the device runs (device/executor.ts); absent: inline, on the caller's thread. */
+  readonly executor?: ExecutorFactory;
 }
 
 export type FrameOutcome =
@@ -72,7 +75,7 @@ export class Backend {
   readonly options: BackendOptions;
   readonly device: Device;
   /** Where the device's work stands (see device/progress.ts). */
-  readonly progress: DeviceProgress = new InlineProgress();
+  readonly progress: DeviceProgress;
   readonly mmio = new MmioTracker();
   readonly contexts = new Map<number, GuestContext>();
   readonly sessions = new Map<string, SessionRecord>();
@@ -90,8 +93,14 @@ export class Backend {
 
   constructor(options: BackendOptions) {
     this.options = options;
-    this.device = new Device(options.device);
+    this.device = new Device(options.device, options.executor?.());
+    this.progress = this.device.queue;
     this.trackMmio = options.trackMmio;
+  }
+
+  /** Ends the device (a device thread stops); the backend is not used after this. */
+  close(): void {
+    this.device.close();
   }
 
   /**
@@ -122,7 +131,7 @@ export class Backend {
         const bo = backend.device.allocBo(ctx.device, b.sizeBytes);
         if ("code" in bo) return bo;
         bo.mapped = b.mapped;
-        ctx.bos.set(b.handle, { context: c.handle, handle: b.handle, bo, bytes: bo.bytes });
+        ctx.bos.set(b.handle, { context: c.handle, handle: b.handle, bo });
         used.bos++;
         used.vramBytes += bo.byteLength;
       }
@@ -234,7 +243,7 @@ export class Backend {
       case "fence": {
         const ctx = this.ownContext(session, call.context);
         if (!(ctx instanceof GuestContext)) return failed(ctx);
-        // Execution is synchronous: every earlier call of the context has completed.
+        // The device runs the context's calls in order; the reply leaves once they completed.
         ctx.fenceValue++;
         return ok({ kind: "fence", value: ctx.fenceValue });
       }
@@ -272,7 +281,7 @@ export class Backend {
     const bo = this.device.allocBo(ctx.device, size);
     if ("code" in bo) return failed(bo);
     const handle = ctx.nextBoHandle++;
-    ctx.bos.set(handle, { context: ctx.handle, handle, bo, bytes: bo.bytes });
+    ctx.bos.set(handle, { context: ctx.handle, handle, bo });
     used.bos++;
     used.vramBytes += bo.byteLength;
     return ok({ kind: "handle", handle });
@@ -374,7 +383,6 @@ export class Backend {
     const invalid = checkStores(batch, gbo.bo.byteLength, this.options.maxStoresPerBatch);
     if (invalid) return failed(invalid);
     const { offsets, widths, data } = batch;
-    const vram = gbo.bo.bytes;
     if (this.beforeWrite) {
       let lo = Number.POSITIVE_INFINITY;
       let hi = 0;
@@ -384,14 +392,16 @@ export class Backend {
       }
       if (hi > 0) this.beforeWrite(gbo, lo, hi);
     }
-    const masks = this.trackMmio ? this.mmio.masksFor(gbo) : undefined;
-    let at = 0;
-    for (let i = 0; i < offsets.length; i++) {
-      const offset = offsets[i]!;
-      const width = widths[i]!;
-      for (let k = 0; k < width; k++) vram[offset + k] = data[at + k]!;
-      at += width;
-      if (masks) this.mmio.mark(masks, offset, width);
+    this.device.stores(gbo.bo, batch);
+    if (this.trackMmio) {
+      // The page batches carry the stores' own bytes (never read back from VRAM).
+      const pages = this.mmio.pagesFor(gbo);
+      let at = 0;
+      for (let i = 0; i < offsets.length; i++) {
+        const width = widths[i]!;
+        this.mmio.mark(pages, offsets[i]!, width, data, at);
+        at += width;
+      }
     }
     return ok();
   }
@@ -408,12 +418,23 @@ export class Backend {
    * All or nothing: an unknown buffer or an extent outside its page changes nothing.
    */
   applyPageWrites(pages: readonly PageWrite[]): Failure | null {
-    return applyPageWrites(this.contexts, pages);
+    return applyPageWrites(this.device, this.contexts, pages);
   }
 
   /** Records a frame the primary applied without executing it here (store frames). */
   recordFrame(record: FrameRecord): Failure | null {
     return recordFrame(this.sessions, record, this.options.session);
+  }
+
+  /**
+   * Flips every bit of a buffer's first byte on this node only (the operator's divergence
+   * drill: the next digest check must catch it). False when there is no such buffer.
+   */
+  corruptByte(context: number, bo: number): boolean {
+    const gbo = this.contexts.get(context)?.bos.get(bo);
+    if (gbo === undefined) return false;
+    this.device.xorByte(gbo.bo, 0, 0xff);
+    return true;
   }
 
   /** Guest handles of a context's buffers (for the handle delta of a destroy). */

@@ -1,6 +1,7 @@
 // Proves the per-page MMIO batching (DESIGN §4, §6): through the backend, a page written many
-// times is reported once with only its written extents holding the bytes VRAM has at take()
-// time, adjacent stores merge, pages and buffers come out in a stable order under guest handles,
+// times is reported once with only its written extents holding the bytes the last stores wrote
+// (the frames' own bytes, never VRAM read back: issue #14), equal to VRAM once the device ran
+// them, adjacent stores merge, pages and buffers come out in a stable order under guest handles,
 // take() starts afresh, freed buffers are forgotten, trackMmio:false records nothing; and, on
 // random stores, the extents are exactly the written bytes.
 import fc from "fast-check";
@@ -27,7 +28,7 @@ const extent = (offsetInPage: number, bytes: number[]) => ({
 });
 
 describe("MMIO tracking through the backend", () => {
-  it("reports a page written many times once, with only its written extents, as VRAM is at take()", () => {
+  it("reports a page written many times once, with only its written extents, as the stores left them", () => {
     const { backend, g, ctx, bo } = setup();
     g.store(ctx, bo, [{ offset: 8, bytes: [1, 2, 3, 4] }]);
     g.store(ctx, bo, [
@@ -35,18 +36,29 @@ describe("MMIO tracking through the backend", () => {
       { offset: 100, bytes: [9] },
     ]);
     g.store(ctx, bo, [{ offset: 10, bytes: [0xaa, 0xbb] }]);
-    // A DMA write after the stores: take() ships what VRAM holds now, not what the stores wrote.
-    g.write(ctx, bo, 100, Uint8Array.of(0x77, 0x66));
     expect(backend.mmio.pendingStores).toBe(4);
     expect(backend.mmio.dirtyPageCount).toBe(1);
-    expect(backend.takeDirtyPages()).toEqual([
+    const pages = backend.takeDirtyPages();
+    expect(pages).toEqual([
       {
         context: ctx,
         bo,
         pageIndex: 0,
-        extents: [extent(8, [5, 6, 0xaa, 0xbb]), extent(100, [0x77])],
+        extents: [extent(8, [5, 6, 0xaa, 0xbb]), extent(100, [9])],
       },
     ]);
+    // What VRAM holds once the device ran the stores.
+    const vram = backend.contexts.get(ctx)!.bos.get(bo)!.bo.bytes;
+    for (const e of pages[0]!.extents) {
+      expect(vram.subarray(e.offsetInPage, e.offsetInPage + e.bytes.length)).toEqual(e.bytes);
+    }
+  });
+
+  it("ships the stores' bytes, not what a later write left in VRAM (the sequencer flushes first)", () => {
+    const { backend, g, ctx, bo } = setup();
+    g.store(ctx, bo, [{ offset: 100, bytes: [9] }]);
+    g.write(ctx, bo, 100, Uint8Array.of(0x77, 0x66));
+    expect(backend.takeDirtyPages()[0]!.extents).toEqual([extent(100, [9])]);
   });
 
   it("merges adjacent stores into one extent and keeps a gap as two", () => {
@@ -155,25 +167,22 @@ describe("MmioTracker on random stores", () => {
     .record({ slot: fc.nat(PAGES * PAGE_SIZE_BYTES - 1), width: fc.constantFrom(1, 2, 4, 8) })
     .map(({ slot, width }) => ({ offset: slot - (slot % width), width }));
 
-  it("reports exactly the written bytes of each page, with VRAM's contents", () => {
+  it("reports exactly the written bytes of each page, with what the last stores wrote", () => {
     fc.assert(
       fc.property(
         fc.array(storeArb, { minLength: 1, maxLength: 300 }),
         fc.nat(255),
         (stores, seed) => {
-          const buffer: TrackedBuffer = {
-            context: 4,
-            handle: 9,
-            bytes: Uint8Array.from(
-              { length: PAGES * PAGE_SIZE_BYTES },
-              (_, i) => (i * 31 + seed) & 0xff,
-            ),
-          };
+          const buffer: TrackedBuffer = { context: 4, handle: 9 };
+          // What VRAM holds once the stores ran, in order (later stores win).
+          const vram = new Uint8Array(PAGES * PAGE_SIZE_BYTES);
           const tracker = new MmioTracker();
-          const masks = tracker.masksFor(buffer);
+          const masks = tracker.pagesFor(buffer);
           const written = new Set<number>();
-          for (const { offset, width } of stores) {
-            tracker.mark(masks, offset, width);
+          for (const [n, { offset, width }] of stores.entries()) {
+            const data = Uint8Array.from({ length: width }, (_, k) => (n * 31 + k + seed) & 0xff);
+            tracker.mark(masks, offset, width, data, 0);
+            vram.set(data, offset);
             for (let k = 0; k < width; k++) written.add(offset + k);
           }
           expect(tracker.pendingStores).toBe(stores.length);
@@ -192,7 +201,7 @@ describe("MmioTracker on random stores", () => {
               previousEnd = offsetInPage + bytes.length;
               expect(previousEnd).toBeLessThanOrEqual(PAGE_SIZE_BYTES);
               const start = page.pageIndex * PAGE_SIZE_BYTES + offsetInPage;
-              expect(bytes).toEqual(buffer.bytes.subarray(start, start + bytes.length));
+              expect(bytes).toEqual(vram.subarray(start, start + bytes.length));
               for (let k = 0; k < bytes.length; k++) reported.add(start + k);
             }
           }

@@ -2,7 +2,9 @@
 // a primary shipped, and the frames it applied (store frames) recorded in the session table.
 // Both check everything first: a failure changes nothing.
 import { ErrorCode, type FrameRecord, NO_OUTPUT, type PageWrite } from "@vgpu-ha/common/core";
+import type { Device } from "../device/device.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
+import type { OpPageWrite } from "../device/ops.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import type { GuestBo, GuestContext } from "./guest-context.js";
 import type { SessionLimits, SessionRecord } from "./session-table.js";
@@ -12,6 +14,7 @@ import type { SessionLimits, SessionRecord } from "./session-table.js";
  * All or nothing: an unknown buffer or an extent outside its page changes nothing.
  */
 export function applyPageWrites(
+  device: Device,
   contexts: ReadonlyMap<number, GuestContext>,
   pages: readonly PageWrite[],
 ): Failure | null {
@@ -33,11 +36,13 @@ export function applyPageWrites(
     }
     targets.push(gbo);
   }
+  const writes: OpPageWrite[] = [];
   for (const [i, page] of pages.entries()) {
-    const vram = targets[i]!.bo.bytes;
+    const id = targets[i]!.bo.id;
     const pageStart = page.pageIndex * PAGE_SIZE_BYTES;
-    for (const e of page.extents) vram.set(e.data, pageStart + e.offsetInPage);
+    for (const e of page.extents) writes.push({ id, at: pageStart + e.offsetInPage, data: e.data });
   }
+  device.writePages(writes);
   return null;
 }
 

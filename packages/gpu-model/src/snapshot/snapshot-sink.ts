@@ -1,8 +1,10 @@
 // Rebuilds a backend from snapshot chunks on the receiving node: chunk 0 recreates contexts,
 // buffers (on this node's own device, so its own device handles), sessions and counters;
-// later chunks fill buffer pages. Chunks must arrive in order.
+// later chunks fill buffer pages (queued to the device, all or nothing per chunk). Chunks must
+// arrive in order.
 import { ErrorCode, type SnapshotChunk } from "@vgpu-ha/common/core";
 import { type Failure, fail } from "../device/failure.js";
+import type { OpPageWrite } from "../device/ops.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import { Backend, type BackendOptions } from "../paravirt/backend.js";
 
@@ -49,6 +51,7 @@ export class SnapshotSink {
       this.backend = built;
     } else {
       const backend = this.backend!;
+      const writes: OpPageWrite[] = [];
       for (const run of chunk.pages) {
         const gbo = backend.contexts.get(run.context)?.bos.get(run.bo);
         const at = run.firstPage * PAGE_SIZE_BYTES;
@@ -58,8 +61,9 @@ export class SnapshotSink {
             `snapshot pages for ${run.context}/${run.bo} do not fit`,
           );
         }
-        gbo.bo.bytes.set(run.data, at);
+        writes.push({ id: gbo.bo.id, at, data: run.data });
       }
+      backend.device.writePages(writes);
     }
     this.expected++;
     if (chunk.last) this.complete = true;

@@ -1,23 +1,20 @@
 // Produces a consistent snapshot of a backend at one seq while the backend keeps serving:
-// the metadata is captured at once; buffer pages are sent later, and any page about to be
-// written before it was sent is copied first (copy-on-write through Backend.beforeWrite).
-// Freed buffers keep their memory alive here until sent. All-zero pages are skipped.
-import type { SnapshotChunk, SnapshotMeta, SnapshotPages } from "@vgpu-ha/common/core";
-import { PAGE_SHIFT, PAGE_SIZE_BYTES } from "../device/vram.js";
+// the metadata is captured at once; buffer pages are read later by the device, in its order
+// (device/core-snapshot.ts), and any page about to be written before it was sent is kept first
+// (copy-on-write: Backend.beforeWrite queues a "preserve" before the write). Freed buffers stay
+// alive on the device until sent. All-zero pages are skipped.
+//
+// Chunks come from the device: `ready()` says whether `next()` has one now (always, with the
+// inline device); otherwise `onChunkReady` is called when one arrives. `nextChunk(cb)` is the
+// same as a callback.
+import { invariant, type SnapshotChunk, type SnapshotMeta } from "@vgpu-ha/common/core";
+import type { BufferObject } from "../device/buffer-object.js";
+import type { ChunkResult } from "../device/ops.js";
+import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import type { Backend, GuestBo } from "../paravirt/backend.js";
 
-interface PendingBo {
-  readonly context: number;
-  readonly bo: number;
-  readonly bytes: Uint8Array;
-  readonly pages: number;
-  /** Pages below this index are sent (or being sent). */
-  nextPage: number;
-  /** Pages saved before a write, not yet sent. */
-  readonly saved: Map<number, Uint8Array>;
-}
-
-const ZERO_PAGE = Buffer.alloc(PAGE_SIZE_BYTES);
+/** Chunks asked of the device ahead of the reader. */
+const READ_AHEAD = 2;
 
 export class SnapshotSource {
   readonly snapshotId: number;
@@ -25,20 +22,26 @@ export class SnapshotSource {
   readonly meta: SnapshotMeta;
   private readonly backend: Backend;
   private readonly chunkBytesMax: number;
-  private readonly pending: PendingBo[] = [];
-  private readonly byBuffer = new Map<Uint8Array, PendingBo>();
-  private cursor = 0;
+  /** The buffers covered, in sending order; those before `passed` are fully sent. */
+  private readonly buffers: BufferObject[] = [];
+  private readonly unsent = new Set<BufferObject>();
+  private passed = 0;
+  private readonly arrived: ChunkResult[] = [];
+  private asked = 0;
+  /** The device answered the last chunk. */
+  private lastArrived = false;
+  private submitting = false;
   private nextIndex = 0;
   private finished = false;
-  /** Bytes copied by copy-on-write so far (what the snapshot cost the writers). */
-  copiedBytes = 0;
+  private released = false;
+  private waiting: ((chunk: SnapshotChunk | undefined) => void) | undefined;
+  /** Called when a chunk the reader waits for arrives from the device (never synchronously). */
+  onChunkReady: (() => void) | undefined;
   sentBytes = 0;
   /** Bytes of buffer space the snapshot covers (every buffer's size, zero pages included). */
   readonly totalBytes: number;
   /** Bytes of buffer space produced so far (sent or skipped as zero): progress toward totalBytes. */
   coveredBytes = 0;
-  /** Sizes of the buffers the cursor has passed. */
-  private passedBytes = 0;
 
   constructor(backend: Backend, snapshotId: number, atSeq: number, chunkBytesMax: number) {
     this.backend = backend;
@@ -46,21 +49,18 @@ export class SnapshotSource {
     this.atSeq = atSeq;
     this.chunkBytesMax = Math.max(PAGE_SIZE_BYTES, chunkBytesMax);
     this.meta = exportMeta(backend);
+    const list = [];
     for (const ctx of [...backend.contexts.values()].sort((a, b) => a.handle - b.handle)) {
       for (const gbo of [...ctx.bos.values()].sort((a, b) => a.handle - b.handle)) {
-        const p: PendingBo = {
-          context: ctx.handle,
-          bo: gbo.handle,
-          bytes: gbo.bo.bytes,
-          pages: gbo.bo.byteLength >>> PAGE_SHIFT,
-          nextPage: 0,
-          saved: new Map(),
-        };
-        this.pending.push(p);
-        this.byBuffer.set(gbo.bo.bytes, p);
+        list.push({ context: ctx.handle, bo: gbo.handle, id: gbo.bo.id });
+        this.buffers.push(gbo.bo);
+        this.unsent.add(gbo.bo);
       }
     }
-    this.totalBytes = this.pending.reduce((sum, p) => sum + p.bytes.byteLength, 0);
+    this.totalBytes = this.buffers.reduce((sum, b) => sum + b.byteLength, 0);
+    if (list.length > 0) {
+      backend.device.queue.submit({ k: "snapBegin", snap: snapshotId, buffers: list });
+    }
     backend.beforeWrite = (gbo, start, end) => this.beforeWrite(gbo, start, end);
   }
 
@@ -70,31 +70,43 @@ export class SnapshotSource {
 
   /** Stops copy-on-write; the snapshot is abandoned or complete. */
   release(): void {
+    if (this.released) return;
+    this.released = true;
     if (this.backend.beforeWrite !== undefined) this.backend.beforeWrite = undefined;
-    this.pending.length = 0;
-    this.byBuffer.clear();
+    if (this.buffers.length > 0) {
+      this.backend.device.queue.submit({ k: "snapEnd", snap: this.snapshotId });
+    }
+    this.unsent.clear();
+    this.waiting = undefined;
   }
 
   private beforeWrite(gbo: GuestBo, start: number, end: number): void {
-    const p = this.byBuffer.get(gbo.bo.bytes);
-    if (p === undefined) return;
-    const first = Math.max(start >>> PAGE_SHIFT, p.nextPage);
-    const last = Math.min((end - 1) >>> PAGE_SHIFT, p.pages - 1);
-    for (let page = first; page <= last; page++) {
-      if (p.saved.has(page)) continue;
-      const at = page * PAGE_SIZE_BYTES;
-      p.saved.set(page, p.bytes.slice(at, at + PAGE_SIZE_BYTES));
-      this.copiedBytes += PAGE_SIZE_BYTES;
-    }
+    if (!this.unsent.has(gbo.bo)) return;
+    const op = { k: "preserve", snap: this.snapshotId, id: gbo.bo.id, start, end } as const;
+    this.backend.device.queue.submit(op);
   }
 
-  /** The next chunk, or undefined when everything was produced. */
+  /** True when next() has a chunk now (or the snapshot is finished); else one is on its way. */
+  ready(): boolean {
+    if (this.finished || this.nextIndex === 0 || this.arrived.length > 0) return true;
+    this.askAhead();
+    return this.arrived.length > 0;
+  }
+
+  /** Calls `callback` with the next chunk (undefined when finished) once it is ready. */
+  nextChunk(callback: (chunk: SnapshotChunk | undefined) => void): void {
+    if (this.ready()) callback(this.next());
+    else this.waiting = callback;
+  }
+
+  /** The next chunk, or undefined when everything was produced. Only when ready(). */
   next(): SnapshotChunk | undefined {
     if (this.finished) return undefined;
     const index = this.nextIndex++;
     if (index === 0) {
-      const last = this.pending.length === 0;
+      const last = this.buffers.length === 0;
       if (last) this.finish();
+      else this.askAhead();
       return {
         snapshotId: this.snapshotId,
         atSeq: this.atSeq,
@@ -104,56 +116,52 @@ export class SnapshotSource {
         pages: [],
       };
     }
-    const pages: SnapshotPages[] = [];
+    const r = this.arrived.shift();
+    invariant(r !== undefined, "SnapshotSource.next() before ready()");
+    this.coveredBytes = r.coveredBytes;
+    for (; this.passed < r.passedBuffers; this.passed++) {
+      this.unsent.delete(this.buffers[this.passed]!);
+    }
     let bytes = 0;
-    while (bytes < this.chunkBytesMax && this.cursor < this.pending.length) {
-      const p = this.pending[this.cursor]!;
-      const run = this.takeRun(p, this.chunkBytesMax - bytes);
-      if (run) {
-        pages.push(run);
-        bytes += run.data.byteLength;
-      }
-      if (p.nextPage >= p.pages) {
-        this.byBuffer.delete(p.bytes);
-        this.passedBytes += p.bytes.byteLength;
-        this.cursor++;
-      }
-    }
-    const current = this.pending[this.cursor];
-    this.coveredBytes = this.passedBytes + (current ? current.nextPage * PAGE_SIZE_BYTES : 0);
-    const last = this.cursor >= this.pending.length;
-    if (last) this.finish();
+    for (const run of r.pages) bytes += run.data.byteLength;
     this.sentBytes += bytes;
-    return { snapshotId: this.snapshotId, atSeq: this.atSeq, index, last, meta: undefined, pages };
+    if (r.last) this.finish();
+    else this.askAhead();
+    return {
+      snapshotId: this.snapshotId,
+      atSeq: this.atSeq,
+      index,
+      last: r.last,
+      meta: undefined,
+      pages: r.pages.map((p) => ({ ...p })),
+    };
   }
 
-  /** The next run of non-zero pages of `p`, at most maxBytes; advances p.nextPage. */
-  private takeRun(p: PendingBo, maxBytes: number): SnapshotPages | undefined {
-    while (p.nextPage < p.pages && this.isZero(p, p.nextPage)) p.nextPage++;
-    if (p.nextPage >= p.pages) return undefined;
-    const first = p.nextPage;
-    const maxPages = Math.max(1, Math.floor(maxBytes / PAGE_SIZE_BYTES));
-    let end = first;
-    while (end < p.pages && end - first < maxPages && !this.isZero(p, end)) end++;
-    const data = new Uint8Array((end - first) * PAGE_SIZE_BYTES);
-    for (let page = first; page < end; page++) {
-      data.set(this.pageOf(p, page), (page - first) * PAGE_SIZE_BYTES);
-      p.saved.delete(page);
+  /** Asks the device for chunks up to the read-ahead, one after another in its order. */
+  private askAhead(): void {
+    while (!this.lastArrived && !this.released && this.asked + this.arrived.length < READ_AHEAD) {
+      this.asked++;
+      const op = { k: "snapChunk", snap: this.snapshotId, maxBytes: this.chunkBytesMax } as const;
+      this.submitting = true;
+      this.backend.device.queue.submit(op, (result) => this.arrive(result as ChunkResult));
+      this.submitting = false;
     }
-    p.nextPage = end;
-    return { context: p.context, bo: p.bo, firstPage: first, data };
   }
 
-  private pageOf(p: PendingBo, page: number): Uint8Array {
-    const saved = p.saved.get(page);
-    if (saved) return saved;
-    const at = page * PAGE_SIZE_BYTES;
-    return p.bytes.subarray(at, at + PAGE_SIZE_BYTES);
-  }
-
-  private isZero(p: PendingBo, page: number): boolean {
-    const bytes = this.pageOf(p, page);
-    return ZERO_PAGE.equals(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  private arrive(result: ChunkResult): void {
+    this.asked--;
+    // After the last chunk the device answers empty last chunks to what was asked ahead.
+    if (this.released || this.lastArrived) return;
+    if (result.last) this.lastArrived = true;
+    this.arrived.push(result);
+    if (this.submitting) return; // the inline device: the reader has it at once
+    const waiting = this.waiting;
+    if (waiting !== undefined) {
+      this.waiting = undefined;
+      waiting(this.next());
+    } else {
+      this.onChunkReady?.();
+    }
   }
 
   private finish(): void {

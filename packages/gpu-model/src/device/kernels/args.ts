@@ -38,7 +38,8 @@ export function checkFits(
   x: number,
   y = 1,
 ): KernelRejection | null {
-  const capacityElements = buffer.u32.length;
+  // From the size, not a view: validation runs where the buffer's bytes are not (the main thread).
+  const capacityElements = Math.floor(buffer.byteLength / 4);
   if (productFits(x, y, capacityElements)) return null;
   const count = y === 1 ? `${x}` : `${x}*${y}`;
   return rejectArgs(

@@ -1,0 +1,112 @@
+// The main thread's side of the device (issue #14): numbers operations, hands them to an
+// executor in order, routes each result to its callback and follows completion, implementing
+// DeviceProgress (progress.ts) over it. Work is tagged with the seq named by beginSeq, so
+// doneSeq can say which log entries' work is complete.
+import Denque from "denque";
+import type { DeviceExecutor, ExecutorSink } from "./executor.js";
+import type { DeviceOp, OpResult } from "./ops.js";
+import type { DeviceFailure, DeviceProgress } from "./progress.js";
+
+type ResultCallback = (result: OpResult) => void;
+
+export class DeviceQueue implements DeviceProgress, ExecutorSink {
+  readonly executor: DeviceExecutor;
+  private submitted = 0;
+  private completed = 0;
+  private seq = 0;
+  /** Outstanding runs of operations of one seq: [first operation index, seq]. */
+  private readonly seqRuns = new Denque<readonly [number, number]>();
+  private readonly callbacks = new Map<number, ResultCallback>();
+  /** afterDevice callbacks: [last operation they wait for, callback], in order. */
+  private readonly waiters = new Denque<readonly [number, () => void]>();
+  private readonly progressListeners = new Set<() => void>();
+  private readonly failureListeners = new Set<(failure: DeviceFailure) => void>();
+  private failureValue: DeviceFailure | undefined;
+
+  constructor(executor: DeviceExecutor) {
+    this.executor = executor;
+    executor.attach(this);
+  }
+
+  /** Operations submitted and not yet complete. */
+  get outstanding(): number {
+    return this.submitted - this.completed;
+  }
+
+  /** Queues an operation; `onResult` gets its result on completion (never if the device fails). */
+  submit(op: DeviceOp, onResult?: ResultCallback): void {
+    if (this.failureValue !== undefined) return;
+    const index = ++this.submitted;
+    const lastRun = this.seqRuns.peekBack();
+    if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
+    if (onResult !== undefined) this.callbacks.set(index, onResult);
+    this.executor.submit(index, op);
+  }
+
+  // ---- DeviceProgress ----
+
+  beginSeq(seq: number): void {
+    this.seq = seq;
+  }
+
+  doneSeq(lastSeq: number): number {
+    const oldest = this.oldestOutstandingSeq();
+    return oldest === undefined ? lastSeq : Math.max(0, Math.min(lastSeq, oldest - 1));
+  }
+
+  onProgress(listener: () => void): () => void {
+    this.progressListeners.add(listener);
+    return () => this.progressListeners.delete(listener);
+  }
+
+  afterDevice(callback: () => void): void {
+    if (this.completed === this.submitted) callback();
+    else if (this.failureValue === undefined) this.waiters.push([this.submitted, callback]);
+  }
+
+  get failure(): DeviceFailure | undefined {
+    return this.failureValue;
+  }
+
+  onFailure(listener: (failure: DeviceFailure) => void): () => void {
+    this.failureListeners.add(listener);
+    return () => this.failureListeners.delete(listener);
+  }
+
+  // ---- ExecutorSink ----
+
+  complete(index: number, result: OpResult): void {
+    this.completed = index;
+    const callback = this.callbacks.get(index);
+    if (callback !== undefined) {
+      this.callbacks.delete(index);
+      callback(result);
+    }
+  }
+
+  progressed(): void {
+    if (this.completed === this.submitted) {
+      while (!this.seqRuns.isEmpty()) this.seqRuns.pop();
+    }
+    while (!this.waiters.isEmpty() && this.waiters.peekFront()![0] <= this.completed) {
+      this.waiters.shift()![1]();
+    }
+    for (const listener of this.progressListeners) listener();
+  }
+
+  failed(reason: string): void {
+    if (this.failureValue !== undefined) return;
+    this.failureValue = { reason, seq: this.oldestOutstandingSeq() ?? 0 };
+    this.callbacks.clear();
+    this.waiters.clear();
+    for (const listener of this.failureListeners) listener(this.failureValue);
+  }
+
+  /** The seq of the oldest operation not complete; undefined when all are. */
+  private oldestOutstandingSeq(): number | undefined {
+    if (this.completed === this.submitted) return undefined;
+    const next = this.completed + 1;
+    while (this.seqRuns.length > 1 && this.seqRuns.peekAt(1)![0] <= next) this.seqRuns.shift();
+    return this.seqRuns.peekFront()?.[1];
+  }
+}
