@@ -10,6 +10,7 @@ const primaryDriver = "packages/primary/src/primary-driver.ts";
 const standbyMachine = "packages/standby/src/core/standby-machine.ts";
 const nodeMachine = "packages/common/src/core/node-machine.ts";
 const receiver = "packages/standby/src/core/receiver.ts";
+const release = "packages/common/src/core/release.ts";
 
 export const MUTANTS: readonly Mutant[] = [
   {
@@ -67,8 +68,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: "apply-out-of-order",
     what: "the standby applies an entry past a gap instead of asking for the missing ones",
     file: receiver,
-    original: "      if (entry.seq !== this.appliedSeq + 1) {",
-    replacement: "      if (entry.seq < this.appliedSeq) {",
+    original: "      if (entry.seq !== this.receivedSeq + 1) {",
+    replacement: "      if (entry.seq < this.receivedSeq) {",
   },
   {
     name: "met-primary-ignored",
@@ -77,5 +78,33 @@ export const MUTANTS: readonly Mutant[] = [
     original: "    if (otherPrimaryWins({ epoch, nodeId: this.options.identity.nodeId }, m)) {",
     replacement:
       "    if (otherPrimaryWins({ epoch, nodeId: this.options.identity.nodeId }, m) && m.epoch < 0) {",
+  },
+  {
+    name: "sync-before-receipt",
+    what: "sync mode releases a granted standby's replies before it received their entries",
+    file: release,
+    original: '  return mode === "sync" ? ack.receivedSeq : ack.appliedSeq;',
+    replacement: '  return mode === "sync" ? Number.POSITIVE_INFINITY : ack.appliedSeq;',
+  },
+  {
+    name: "sync-applied-on-receipt",
+    what: "sync-applied mode releases replies once the standby received them, not applied them",
+    file: release,
+    original: '  return mode === "sync" ? ack.receivedSeq : ack.appliedSeq;',
+    replacement: "  return ack.receivedSeq;",
+  },
+  {
+    name: "release-before-device",
+    what: "a reply leaves before the primary's own device completed its entry",
+    file: release,
+    original: "  return Math.min(v.deviceDoneSeq, replicatedSeq(v));",
+    replacement: "  return replicatedSeq(v);",
+  },
+  {
+    name: "promote-with-backlog",
+    what: "a standby takes over before its device applied the whole received backlog",
+    file: standbyMachine,
+    original: "    if (facts.backlog === 0) {",
+    replacement: "    if (facts.backlog >= 0) {",
   },
 ];

@@ -6,7 +6,7 @@
 import type { SenderOptions } from "@vgpu-ha/primary";
 import { SimRng } from "./rng.js";
 
-export type AckMode = "sync" | "async";
+export type AckMode = "async" | "sync" | "sync-applied";
 
 export interface NetworkParams {
   readonly latencyMinMs: number;
@@ -55,6 +55,11 @@ export interface SimParams {
   readonly tickMs: number;
   /** How long the healed system may take to catch up before that counts as a liveness failure. */
   readonly livenessBoundMs: number;
+  /** Mean latency of each entry's device work on the primary and the standby (0: instant). */
+  readonly primaryDeviceMeanMs: number;
+  readonly standbyDeviceMeanMs: number;
+  /** Mean promotion probes per simulated second: would the standby take over now? */
+  readonly promotionProbesPerSec: number;
 }
 
 export function drawParams(seed: number): SimParams {
@@ -66,7 +71,7 @@ export function drawParams(seed: number): SimParams {
   const loadMs = workload.frames * workload.issueGapMs;
   return {
     seed,
-    ackMode: rng.chance(0.7) ? "sync" : "async",
+    ackMode: rng.chance(0.7) ? rng.pick(["sync", "sync-applied"] as const) : "async",
     mmio,
     flushBytes: rng.pick([64, 512, 4096, 65536]),
     flushIntervalMs: rng.int(1, 4),
@@ -91,6 +96,17 @@ export function drawParams(seed: number): SimParams {
     },
     tickMs: Math.max(5, Math.min(50, heartbeatMs / 2)),
     livenessBoundMs: 20_000,
+    ...drawDevices(rng),
+  };
+}
+
+/** The devices: instant in some runs, else a random mean latency (the standby's may be slower). */
+function drawDevices(rng: SimRng) {
+  const mean = () => (rng.chance(0.2) ? 0 : rng.real(0.02, 3));
+  return {
+    primaryDeviceMeanMs: mean(),
+    standbyDeviceMeanMs: rng.chance(0.3) ? rng.real(2, 8) : mean(),
+    promotionProbesPerSec: rng.real(1, 20),
   };
 }
 
@@ -132,6 +148,7 @@ export function formatParams(p: SimParams): string {
     `  workload: frames=${w.frames} sessions=${w.sessions} tenants=${w.tenants} invalid%=${w.invalidPercent} resend%=${w.resendPercent} windowFrames=${w.windowFrames} issueGapMs=${f(w.issueGapMs)}`,
     `  network: latencyMs=${n.latencyMinMs}..${n.latencyMaxMs} drop=${f(n.dropRate)} dup=${f(n.dupRate)} reorder=${f(n.reorderRate)}(+${n.reorderMaxMs}ms) disconnectsPerSec=${f(n.disconnectsPerSec)} reconnectMaxMs=${n.reconnectMaxMs}`,
     `  standby: startMs=${p.standbyStartMs} restartsPerSec=${f(p.standbyRestartsPerSec)} restartDownMaxMs=${p.standbyRestartDownMaxMs} checkpointEveryMs=${p.checkpointEveryMs} snapshotChunkBytes=${p.snapshotChunkBytes}`,
+    `  devices: primaryMeanMs=${f(p.primaryDeviceMeanMs)} standbyMeanMs=${f(p.standbyDeviceMeanMs)} promotionProbesPerSec=${f(p.promotionProbesPerSec)}`,
     `  sender: batch=${s.maxBatchEntries}/${s.maxBatchBytes}B inflight=${s.maxInflightEntries}/${s.maxInflightBytes}B snapshotWindowChunks=${s.snapshotWindowChunks} heartbeatMs=${s.heartbeatMs} retransmitMs=${s.retransmitMs} retainBytes=${s.retainBytes} tickMs=${p.tickMs} livenessBoundMs=${p.livenessBoundMs}`,
   ].join("\n");
 }

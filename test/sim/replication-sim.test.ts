@@ -1,7 +1,10 @@
-// Proves replication is safe and live under a faulty network: a thousand seeded simulations of
-// the real Sequencer, Sender and Receiver (delay, loss, duplication, reordering, broken links,
-// late and restarted standbys) with no double apply, no gap, no sync reply released before
-// the standby held it, and equal replicas once healed; and that a seed replays exactly.
+// Proves replication is safe and live under a faulty network and asynchronous devices: a
+// thousand seeded simulations of the real Sequencer, Sender, Receiver and release rule (delay,
+// loss, duplication, reordering, broken links, late and restarted standbys, devices of random
+// latency on both nodes) in the three ack modes, with no double apply, no gap, no reply before
+// the primary's device had it, no sync reply before the standby received it, no sync-applied
+// reply before it applied it, no promotion before the received backlog was applied, and equal
+// replicas once healed; and that a seed replays exactly.
 import { describe, expect, it } from "vitest";
 import { drawParams, type SimParams } from "./params.js";
 import { formatResult, formatSummary, runSeeds } from "./run-seeds.js";
@@ -33,6 +36,9 @@ describe("replication simulation", () => {
       const t = report.totals;
       for (const [path, count] of Object.entries({
         syncRepliesChecked: t.repliesSync,
+        repliesBeforeStandbyApplied: t.repliesBeforeStandbyApplied,
+        promotionProbes: t.promotionProbes,
+        promotionBacklogWaits: t.promotionBacklogWaits,
         degradedReplies: t.repliesDegraded,
         snapshotsInstalled: t.snapshotsInstalled,
         snapshotsResumed: t.snapshotsResumed,

@@ -11,25 +11,30 @@ export type SimEvent =
   | { readonly kind: "disconnect" }
   | { readonly kind: "reconnect" }
   | { readonly kind: "standbyStart" }
-  | { readonly kind: "standbyRestart" };
+  | { readonly kind: "standbyRestart" }
+  /** A simulated device completes a piece of work (sim-device.ts). */
+  | { readonly kind: "device"; readonly node: "primary" | "standby"; readonly complete: () => void }
+  /** Would the standby take over now (its lease watch finding the primary gone)? */
+  | { readonly kind: "promotionProbe" };
 
 export function describeEvent(event: SimEvent): string {
   if (event.kind === "toStandby" || event.kind === "toPrimary") {
     return `${event.kind}#${event.connection} ${describeMessage(event.message)}`;
   }
+  if (event.kind === "device") return `device ${event.node}`;
   return event.kind;
 }
 
 function describeMessage(m: PrimaryMessage | StandbyMessage): string {
   switch (m.kind) {
     case "entries":
-      return `entries ${m.entries[0]?.seq}..${m.entries.at(-1)?.seq}`;
+      return `entries ${m.entries[0]?.seq}..${m.entries.at(-1)?.seq} late ${m.lateResults?.length ?? 0}`;
     case "snapshot":
       return `snapshot ${m.chunk.snapshotId}/${m.chunk.index}${m.chunk.last ? " last" : ""} at ${m.chunk.atSeq}`;
     case "heartbeat":
       return `heartbeat lastSeq ${m.lastSeq}`;
     case "ack":
-      return `ack applied ${m.appliedSeq} snapshot ${m.snapshotId}/${m.snapshotChunk}`;
+      return `ack received ${m.receivedSeq} applied ${m.appliedSeq} snapshot ${m.snapshotId}/${m.snapshotChunk}`;
     case "resync":
       return `resync ${m.reason} from ${m.fromSeq}`;
     case "hello":

@@ -6,6 +6,13 @@ export interface SimStats {
   entries: number;
   /** Sync replies released on the standby's ack (each checked against what it holds). */
   repliesSync: number;
+  /** Of those, released while the standby had received but not yet applied the entry (sync). */
+  repliesBeforeStandbyApplied: number;
+  /** Promotion probes that found an eligible standby, and those that waited for its backlog. */
+  promotionProbes: number;
+  promotionBacklogWaits: number;
+  /** Late comparisons never made: the primary's late result was lost on the link. */
+  lateChecksLeftOpen: number;
   /** Sync replies released at once because no standby was in sync (the primary was alone). */
   repliesDegraded: number;
   /** Released as soon as applied: async mode, or a frame that was rejected (nothing to wait for). */
@@ -42,6 +49,10 @@ export function emptyStats(): SimStats {
     framesIssued: 0,
     entries: 0,
     repliesSync: 0,
+    repliesBeforeStandbyApplied: 0,
+    promotionProbes: 0,
+    promotionBacklogWaits: 0,
+    lateChecksLeftOpen: 0,
     repliesDegraded: 0,
     repliesAtOnce: 0,
     snapshotsStarted: 0,

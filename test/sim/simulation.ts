@@ -4,15 +4,28 @@
 // standbys); then the network heals and the load stops, and the run must reach quiescence
 // within a bound. Safety is checked all along (StandbyMonitor, and each sync reply against
 // what the standby holds when it is released); at quiescence the replicas must be equal.
-import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+//
+// Both devices are simulated executors of random latency (sim-device.ts): entries leave before
+// the primary's device ran them, the standby acks receipt at once and applied progress later,
+// replies leave by the shipped release rule (core/release.ts) and each is checked against the
+// mode's promise: sync — the standby received it; sync-applied — it applied it; every mode —
+// the primary's device did. Promotion probes run the shipped StandbyMachine at random moments:
+// it may take over only once its device applied the whole received backlog.
+import {
+  type PrimaryMessage,
+  RELEASE_ALL,
+  releasableSeq,
+  type StandbyMessage,
+} from "@vgpu-ha/common";
 import { Backend, computeDigest, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { Sender, type SenderEvent, Sequencer } from "@vgpu-ha/primary";
-import { Receiver } from "@vgpu-ha/standby";
+import { Receiver, type StandbyAction, StandbyMachine } from "@vgpu-ha/standby";
 import { EventQueue } from "./event-queue.js";
 import { SimLink } from "./network.js";
 import type { SimParams } from "./params.js";
 import { frameKey, RecordingLog } from "./recording-log.js";
 import { SimRng } from "./rng.js";
+import { attachDevice, SimDevice } from "./sim-device.js";
 import { describeEvent, type SimEvent } from "./sim-events.js";
 import { emptyStats, type SimResult, type SimStats } from "./sim-result.js";
 import { SimFailure, StandbyMonitor } from "./standby-monitor.js";
@@ -38,7 +51,7 @@ export class Simulation {
   readonly params: SimParams;
   private nowMs = 0;
   private readonly queue = new EventQueue<SimEvent>();
-  private readonly rng: { guests: SimRng; faults: SimRng };
+  private readonly rng: { guests: SimRng; faults: SimRng; devices: SimRng };
   private readonly toStandby: SimLink;
   private readonly toPrimary: SimLink;
   private trace = 0x811c9dc5;
@@ -50,8 +63,11 @@ export class Simulation {
   private nextSnapshotId = 1;
   private nextCheckpointId = 1;
   private flushArmed = false;
+  private readonly primaryDevice: SimDevice;
   // standby
   private receiver: Receiver | undefined;
+  /** The standby's device and the backend it runs (a snapshot brings a new backend). */
+  private standbyDevice: { backend: Backend; device: SimDevice } | undefined;
   private readonly monitor: StandbyMonitor;
   private readonly standbyOptions: Receiver["options"]["backendOptions"];
   private linkUp = false;
@@ -76,7 +92,7 @@ export class Simulation {
     this.params = params;
     this.onTrace = onTrace;
     const root = new SimRng(params.seed);
-    this.rng = { guests: root.fork(1), faults: root.fork(2) };
+    this.rng = { guests: root.fork(1), faults: root.fork(2), devices: root.fork(5) };
     this.toStandby = new SimLink(params.network, root.fork(3));
     this.toPrimary = new SimLink(params.network, root.fork(4));
     const w = params.workload;
@@ -90,6 +106,8 @@ export class Simulation {
     this.steps = workload.steps;
     const options = backendOptionsFor(workload, params.seed & 0xffff);
     this.backend = new Backend({ ...options, trackMmio: true });
+    this.primaryDevice = this.newDevice("primary", params.primaryDeviceMeanMs);
+    attachDevice(this.backend, this.primaryDevice);
     this.standbyOptions = {
       ...options,
       device: { ...options.device, seed: (params.seed & 0xffff) + 1000 },
@@ -165,6 +183,7 @@ export class Simulation {
     if (p.standbyRestartsPerSec > 0) {
       this.at(faults.exponential(1000 / p.standbyRestartsPerSec), { kind: "standbyRestart" });
     }
+    this.at(faults.exponential(1000 / p.promotionProbesPerSec), { kind: "promotionProbe" });
   }
 
   private loop(): void {
@@ -227,6 +246,12 @@ export class Simulation {
       case "standbyRestart":
         this.restartStandby();
         break;
+      case "device":
+        event.complete();
+        break;
+      case "promotionProbe":
+        this.promotionProbe();
+        break;
     }
   }
 
@@ -280,21 +305,40 @@ export class Simulation {
     });
   }
 
-  /** Releases the replies the ack mode allows, checking each sync one against the standby. */
+  /**
+   * Releases the replies the shipped rule allows (releasableSeq: the mode, the standby's acks,
+   * the primary's device), checking each against the mode's promise. The simulated primary
+   * holds its lease throughout and grants a streaming standby (no lease faults here: the
+   * failover simulator has them).
+   */
   private releaseReplies(): void {
     if (this.pending.length === 0) return;
     const { sender } = this;
-    const sync = this.params.ackMode === "sync";
+    const mode = this.params.ackMode;
+    const upto = this.log.lastSeq + (this.sequencer.mmioPending ? 1 : 0);
+    const done = this.primaryDevice.doneSeq(upto);
+    const released = releasableSeq({
+      mode,
+      lease: "leased",
+      link: sender.inSync ? "streaming" : sender.state === "snapshot" ? "snapshot" : "down",
+      granted: sender.inSync,
+      appliedSeq: sender.appliedSeq,
+      receivedSeq: sender.receivedSeq,
+      confirmedSeq: 0,
+      deviceDoneSeq: done >= upto ? RELEASE_ALL : done,
+    });
     const kept: PendingReply[] = [];
     for (const r of this.pending) {
-      if (!sync || r.seq === 0) this.stats.repliesAtOnce++;
-      else if (!sender.inSync) this.stats.repliesDegraded++;
-      else if (sender.appliedSeq >= r.seq) {
-        this.checkSyncRelease(r);
-        this.stats.repliesSync++;
-      } else {
+      if (r.seq > released) {
         kept.push(r);
         continue;
+      }
+      this.checkDeviceDone(r);
+      if (mode === "async" || r.seq === 0) this.stats.repliesAtOnce++;
+      else if (!sender.inSync) this.stats.repliesDegraded++;
+      else {
+        this.checkSyncRelease(r);
+        this.stats.repliesSync++;
       }
       this.inflight.set(r.session, this.inflight.get(r.session)! - 1);
     }
@@ -306,23 +350,135 @@ export class Simulation {
     }
   }
 
+  /** Every mode: a reply leaves only once the primary's own device has its result. */
+  private checkDeviceDone(r: PendingReply): void {
+    if (r.seq === 0) return;
+    const done = this.primaryDevice.doneSeq(r.seq);
+    if (done < r.seq) {
+      throw new SimFailure(
+        `reply of ${r.session} frame ${r.frame} (seq ${r.seq}) released before the primary's device completed it (done up to ${done})`,
+      );
+    }
+  }
+
   /**
-   * Sync safety: the standby running now holds the entry that carries the frame (found in the
-   * log, so a wrong seq from the Sequencer is caught too) and the seq the Sequencer named.
+   * The mode's promise: the standby running now has *received* (sync) or *applied*
+   * (sync-applied) the entry that carries the frame (found in the log, so a wrong seq from the
+   * Sequencer is caught too) and the seq the Sequencer named.
    */
   private checkSyncRelease(r: PendingReply): void {
     const receiver = this.receiver;
     const carrier = this.log.carriers.get(frameKey(r.session, r.frame));
-    const what = `sync reply of ${r.session} frame ${r.frame} (seq ${r.seq}, carried by ${carrier}) released`;
+    const mode = this.params.ackMode;
+    const what = `${mode} reply of ${r.session} frame ${r.frame} (seq ${r.seq}, carried by ${carrier}) released`;
     if (receiver === undefined) throw new SimFailure(`${what} with no standby running`);
     if (carrier === undefined) throw new SimFailure(`${what} before any entry carried it`);
     const needed = Math.max(carrier, r.seq);
-    if (receiver.appliedSeq < needed || this.monitor.coveredSeq < needed) {
+    if (receiver.receivedSeq < needed || this.monitor.coveredSeq < needed) {
       throw new SimFailure(
-        `${what} but standby #${this.monitor.incarnation} holds only up to ${this.monitor.coveredSeq} (says ${receiver.appliedSeq}, sender thinks ${this.sender.appliedSeq})`,
+        `${what} but standby #${this.monitor.incarnation} received only up to ${this.monitor.coveredSeq} (says ${receiver.receivedSeq}, sender thinks ${this.sender.receivedSeq})`,
       );
     }
+    const applied = receiver.appliedSeq;
+    if (mode === "sync-applied" && applied < needed) {
+      throw new SimFailure(
+        `${what} but standby #${this.monitor.incarnation} applied only up to ${applied} (received ${receiver.receivedSeq}, sender thinks applied ${this.sender.appliedSeq})`,
+      );
+    }
+    if (applied < needed) this.stats.repliesBeforeStandbyApplied++;
     this.monitor.noteReleased(needed);
+  }
+
+  // ---- the devices and promotion ----
+
+  private newDevice(node: "primary" | "standby", meanMs: number): SimDevice {
+    return new SimDevice(
+      meanMs,
+      this.rng.devices,
+      () => this.nowMs,
+      (atMs, complete) => this.at(atMs, { kind: "device", node, complete }),
+    );
+  }
+
+  /**
+   * Gives each backend the standby installs (a snapshot's) a simulated device before it
+   * applies anything, and sends what device progress produces (acks, late comparisons), as
+   * the standby driver does.
+   */
+  private followStandbyDevice(): void {
+    const receiver = this.receiver;
+    const backend = receiver?.backend;
+    if (receiver === undefined || backend === undefined) return;
+    if (this.standbyDevice?.backend === backend) return;
+    if (this.standbyDevice) this.standbyDevice.device.dead = true;
+    const device = this.newDevice("standby", this.params.standbyDeviceMeanMs);
+    attachDevice(backend, device);
+    this.standbyDevice = { backend, device };
+    const connection = this.connection;
+    device.onProgress(() => {
+      if (this.receiver !== receiver || !this.linkUp || connection !== this.connection) return;
+      for (const m of receiver.poll()) this.send(this.toPrimary, m, "toPrimary");
+      this.monitor.onEvents(receiver.takeEvents());
+    });
+  }
+
+  /**
+   * The shipped StandbyMachine finds the primary's lease expired now: it may promote only once
+   * the standby's device applied everything received, and then holds every released reply.
+   */
+  private promotionProbe(): void {
+    this.at(this.nowMs + this.rng.faults.exponential(1000 / this.params.promotionProbesPerSec), {
+      kind: "promotionProbe",
+    });
+    const receiver = this.receiver;
+    if (receiver === undefined || receiver.state !== "replica" || this.healed) return;
+    this.stats.promotionProbes++;
+    const lease = { leaseMs: 100, heartbeatMs: 30, driftMarginMs: 10, maxDriftRatio: 0 };
+    const machine = new StandbyMachine({
+      nodeId: "standby",
+      configuredPrimary: false,
+      lease,
+      etcdPollMs: undefined,
+    });
+    const facts = () => ({
+      eligible: true,
+      holdsReplica: true,
+      maintenancePaused: false,
+      epoch: 1,
+      backlog: receiver.backlog,
+    });
+    const incarnation = this.monitor.incarnation;
+    const run = (actions: readonly StandbyAction[]): void => {
+      for (const a of actions) {
+        if (a.kind === "awaitDevice") {
+          this.stats.promotionBacklogWaits++;
+          receiver.backend!.progress.afterDevice(() => {
+            if (this.receiver === receiver && this.monitor.incarnation === incarnation) {
+              run(machine.backlogApplied(this.nowMs, facts()));
+            }
+          });
+        }
+        if (a.kind === "promote") this.checkPromotion(receiver);
+      }
+    };
+    const t = this.nowMs;
+    machine.tick(t, t, facts());
+    run(machine.tick(t + lease.heartbeatMs / 2, t - lease.leaseMs, facts()));
+    run(machine.tick(t + lease.heartbeatMs, t - lease.leaseMs, facts()));
+  }
+
+  private checkPromotion(receiver: Receiver): void {
+    const what = `standby #${this.monitor.incarnation} promoted`;
+    if (receiver.backlog !== 0) {
+      throw new SimFailure(
+        `${what} with a backlog: received ${receiver.receivedSeq}, applied ${receiver.appliedSeq}`,
+      );
+    }
+    if (receiver.state === "replica" && receiver.appliedSeq < this.monitor.releasedSeq) {
+      throw new SimFailure(
+        `${what} holding up to ${receiver.appliedSeq}, replies released up to ${this.monitor.releasedSeq}`,
+      );
+    }
   }
 
   private checkpoint(): void {
@@ -349,6 +505,7 @@ export class Simulation {
     const receiver = this.receiver;
     if (!this.linkUp || connection !== this.connection || receiver === undefined) return;
     const replies = receiver.step(message);
+    this.followStandbyDevice();
     this.monitor.onEvents(receiver.takeEvents());
     for (const reply of replies) this.send(this.toPrimary, reply, "toPrimary");
   }
@@ -439,6 +596,8 @@ export class Simulation {
       this.stats.standbyRestarts++;
       this.disconnect();
       this.receiver = undefined;
+      if (this.standbyDevice) this.standbyDevice.device.dead = true;
+      this.standbyDevice = undefined;
       this.at(this.nowMs + faults.int(1, this.params.standbyRestartDownMaxMs), {
         kind: "standbyStart",
       });
@@ -469,7 +628,9 @@ export class Simulation {
       sender.inSync &&
       sender.appliedSeq === log.lastSeq &&
       receiver !== undefined &&
-      receiver.appliedSeq === log.lastSeq
+      receiver.appliedSeq === log.lastSeq &&
+      this.primaryDevice.outstanding === 0 &&
+      (this.standbyDevice?.device.outstanding ?? 0) === 0
     );
   }
 
@@ -480,6 +641,9 @@ export class Simulation {
     }
     if (receiver.divergences > 0)
       throw new SimFailure(`standby diverged ${receiver.divergences} times`);
+    // A late result lost alone (this link drops single messages; a real stream breaks instead,
+    // and the hello drops such checks) is never compared: counted, not a failure.
+    this.stats.lateChecksLeftOpen = receiver.openLateChecks + receiver.lateUnchecked;
     if (this.monitor.coveredSeq !== this.log.lastSeq) {
       throw new SimFailure(
         `standby holds up to ${this.monitor.coveredSeq}, log ends at ${this.log.lastSeq}`,
@@ -502,8 +666,11 @@ export class Simulation {
       `log ${this.log.firstRetainedSeq}..${this.log.lastSeq}`,
       `mmio pending ${this.sequencer.mmioPending}`,
       `link ${this.linkUp ? "up" : "down"}`,
-      `sender ${this.sender.state} applied ${this.sender.appliedSeq}`,
-      r ? `standby #${this.monitor.incarnation} ${r.state} applied ${r.appliedSeq}` : "no standby",
+      `sender ${this.sender.state} received ${this.sender.receivedSeq} applied ${this.sender.appliedSeq}`,
+      `primary device done ${this.primaryDevice.doneSeq(this.log.lastSeq)}`,
+      r
+        ? `standby #${this.monitor.incarnation} ${r.state} received ${r.receivedSeq} applied ${r.appliedSeq} late open ${r.openLateChecks}`
+        : "no standby",
     ].join(", ");
   }
 

@@ -38,6 +38,8 @@ export class ReplicationLog {
    */
   private late: LateResult[] = [];
   private lateHead = 0;
+  /** Late results after this seq are kept even once their entries are dropped (unsent yet). */
+  private lateHeldAfter = Number.POSITIVE_INFINITY;
 
   /** A log that continues after `lastSeq` (0 for a new cluster). */
   constructor(lastSeq = 0) {
@@ -79,13 +81,24 @@ export class ReplicationLog {
     return entry;
   }
 
-  /** The device produced entry `r.seq`'s late result (kept while the entry is). */
+  /**
+   * The device produced entry `r.seq`'s late result: kept while the entry is, or while the
+   * sender has not sent it (holdLateAfter).
+   */
   addLate(r: LateResult): void {
     invariant(r.seq <= this.last, `late result of seq ${r.seq} beyond the log`);
-    if (r.seq < this.firstRetainedSeq) return;
+    if (r.seq < this.firstRetainedSeq && r.seq <= this.lateHeldAfter) return;
     let i = this.late.length;
     while (i > this.lateHead && this.late[i - 1]!.seq > r.seq) i--;
     this.late.splice(i, 0, r);
+  }
+
+  /**
+   * The sender has sent the late results up to `seq` on its live link (infinity: it has no
+   * live link; a standby that connects resumes after a retained entry).
+   */
+  holdLateAfter(seq: number): void {
+    this.lateHeldAfter = seq;
   }
 
   /** The late results of entries after `afterSeq` up to `uptoSeq`, at most `max`. */
@@ -162,7 +175,7 @@ export class ReplicationLog {
       this.stored = this.stored.slice(this.head);
       this.head = 0;
     }
-    const first = this.firstRetainedSeq;
+    const first = Math.min(this.firstRetainedSeq, this.lateHeldAfter + 1);
     while (this.lateHead < this.late.length && this.late[this.lateHead]!.seq < first) {
       this.lateHead++;
     }

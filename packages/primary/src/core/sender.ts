@@ -145,6 +145,7 @@ export class Sender {
     this.state = "disconnected";
     this.appliedSeq = 0;
     this.receivedSeq = 0;
+    this.log.holdLateAfter(Number.POSITIVE_INFINITY);
     this.pendingHello = false;
     if (this.pendingHandover) this.pendingHandover.sentMs = undefined; // again on the next stream
   }
@@ -235,7 +236,7 @@ export class Sender {
       this.appliedSeq = hello.lastAppliedSeq;
       this.receivedSeq = hello.lastAppliedSeq;
       this.sentSeq = hello.lastAppliedSeq;
-      this.lateSentSeq = hello.lastAppliedSeq;
+      this.setLateSent(hello.lastAppliedSeq);
       this.lastProgressMs = nowMs;
       this.events.push({ kind: "resumed", fromSeq: hello.lastAppliedSeq + 1 });
       return;
@@ -285,7 +286,7 @@ export class Sender {
   /** Sends again everything after `seq` (entries and late results). */
   private resendAfter(seq: number): void {
     this.sentSeq = seq;
-    this.lateSentSeq = Math.min(this.lateSentSeq, seq);
+    this.setLateSent(Math.min(this.lateSentSeq, seq));
   }
 
   private ackSnapshot(received: number): void {
@@ -314,6 +315,7 @@ export class Sender {
     this.state = "snapshot";
     this.appliedSeq = 0;
     this.receivedSeq = 0;
+    this.log.holdLateAfter(Number.POSITIVE_INFINITY);
     this.lastProgressMs = nowMs;
     this.totals.snapshotsStarted++;
     this.events.push({
@@ -335,7 +337,7 @@ export class Sender {
     this.appliedSeq = s.stream.atSeq;
     this.receivedSeq = s.stream.atSeq;
     this.sentSeq = s.stream.atSeq;
-    this.lateSentSeq = s.stream.atSeq;
+    this.setLateSent(s.stream.atSeq);
     this.snapshot = undefined;
   }
 
@@ -464,8 +466,14 @@ export class Sender {
   private lateUpTo(seq: number): { lateResults?: LateResult[] } {
     const late = this.log.lateBetween(this.lateSentSeq, seq, this.options.maxBatchEntries);
     if (late.length === 0) return {};
-    this.lateSentSeq = late.at(-1)!.seq;
+    this.setLateSent(late.at(-1)!.seq);
     return { lateResults: late };
+  }
+
+  /** Late results up to `seq` are sent; the log keeps those after it until they are. */
+  private setLateSent(seq: number): void {
+    this.lateSentSeq = seq;
+    this.log.holdLateAfter(seq);
   }
 
   takeEvents(): SenderEvent[] {

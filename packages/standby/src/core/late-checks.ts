@@ -57,15 +57,34 @@ export class LateChecks {
     return this.settle(r.seq, w);
   }
 
-  /** The primary's result for entry `seq`. */
-  theirs(r: LateResult): LateOutcome | undefined {
+  /**
+   * The primary's result for entry `seq`. One for an entry up to `receivedSeq` that waits for
+   * nothing is a copy (resent after a broken link): dropped.
+   */
+  theirs(r: LateResult, receivedSeq: number): LateOutcome | undefined {
     const w = this.waiting.get(r.seq);
     if (w === undefined) {
-      if (this.early.size < UNEXPECTED_MAX) this.early.set(r.seq, r);
+      if (r.seq > receivedSeq && this.early.size < UNEXPECTED_MAX) this.early.set(r.seq, r);
       return undefined;
     }
     w.theirs = r;
     return this.settle(r.seq, w);
+  }
+
+  /**
+   * The link broke: the primary resends late results only after the applied seq it is told,
+   * so those of entries up to it that did not arrive never will: their checks are dropped.
+   * Returns how many.
+   */
+  dropUpTo(appliedSeq: number): number {
+    let dropped = 0;
+    for (const [seq, w] of this.waiting) {
+      if (seq <= appliedSeq && w.theirs === undefined) {
+        this.waiting.delete(seq);
+        dropped++;
+      }
+    }
+    return dropped;
   }
 
   /** The state they were about is gone (a snapshot replaced it, or it diverged). */

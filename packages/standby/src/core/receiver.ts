@@ -90,6 +90,14 @@ export class Receiver {
     return b === undefined ? this.receivedSeq : b.progress.doneSeq(this.receivedSeq);
   }
 
+  /** Late comparisons still open (waiting for our device or the primary's result). */
+  get openLateChecks(): number {
+    return this.late.open;
+  }
+
+  /** Late comparisons dropped because the primary's result was lost with a broken link. */
+  lateUnchecked = 0;
+
   /** Entries received and not yet applied (the backlog a promotion must wait for). */
   get backlog(): number {
     return this.receivedSeq - this.appliedSeq;
@@ -118,8 +126,13 @@ export class Receiver {
     return this.sink ? { snapshotId: this.sink.snapshotId, chunks: this.sink.received } : undefined;
   }
 
-  /** What to say when a connection to a primary opens. */
+  /**
+   * What to say when a connection to a primary opens: it resends entries and late results
+   * after our applied seq, so late comparisons up to it still missing the primary's part are
+   * dropped (lost with the old connection).
+   */
   hello(): StandbyMessage {
+    this.lateUnchecked += this.late.dropUpTo(this.appliedSeq);
     return {
       kind: "hello",
       epoch: this.epoch,
@@ -184,7 +197,7 @@ export class Receiver {
       case "entries": {
         const out = this.onEntries(message.entries);
         if (message.lateResults && this.state === "replica") {
-          for (const r of message.lateResults) this.settle(this.late.theirs(r));
+          for (const r of message.lateResults) this.settle(this.late.theirs(r, this.receivedSeq));
         }
         return this.withOutbox(out);
       }
@@ -314,7 +327,7 @@ export class Receiver {
     const backend = this.backend!;
     if (late.kind === "checkpoint") {
       this.late.expect(seq, { kind: "checkpoint", requestId: late.requestId });
-      if (late.digest !== "") this.settle(this.late.theirs({ seq, kind: "state", digest: late.digest }));
+      if (late.digest !== "") this.settle(this.late.theirs({ seq, kind: "state", digest: late.digest }, seq));
       digestWhenDone(backend, (d) =>
         this.deviceResult(generation, { seq, kind: "state", digest: d.state }),
       );
@@ -323,7 +336,7 @@ export class Receiver {
     const what = body.kind === "call" ? `call ${body.call.op} frame ${body.frame}` : "entry";
     this.late.expect(seq, { kind: "output", what });
     if (late.theirs.byteLength > 0) {
-      this.settle(this.late.theirs({ seq, kind: "output", outputDigest: late.theirs }));
+      this.settle(this.late.theirs({ seq, kind: "output", outputDigest: late.theirs }, seq));
     }
     backend.progress.afterDevice(() =>
       this.deviceResult(generation, {
