@@ -103,7 +103,7 @@ export class ManualExecutor implements DeviceExecutor {
 
   /** Makes the device fail as a hung or dead device thread would. */
   fail(reason: string): void {
-    this.closed = true;
+    this.close();
     this.sink!.failed(reason);
   }
 

@@ -1,0 +1,31 @@
+// What crosses between the main thread and the device thread (worker-executor.ts,
+// device-worker.ts): batches of numbered operations one way, batches of completions back.
+import type { DeviceOp, OpResult } from "../device/ops.js";
+
+export interface WorkerStart {
+  /** The device thread sleeps this long before every kernel run (testing.kernelDelayMs). */
+  readonly kernelDelayMs: number;
+  /** [index of the operation running (0: none), when it started (ms since the epoch)]. */
+  readonly watch: SharedArrayBuffer;
+}
+
+/** Operations first, first+1, … in order. */
+export interface OpBatch {
+  readonly first: number;
+  readonly ops: readonly DeviceOp[];
+}
+
+/** Every operation up to `upTo` completed; the results of those that have one. */
+export interface Completions {
+  readonly upTo: number;
+  readonly results: readonly (readonly [number, OpResult])[];
+}
+
+/** The buffers of typed arrays an operation or a result owns alone, to move instead of copy. */
+export function transferablesOf(value: OpResult): ArrayBuffer[] {
+  if (value instanceof Uint8Array) return [value.buffer as ArrayBuffer];
+  if (value !== undefined && "pages" in value) {
+    return value.pages.map((p) => p.data.buffer as ArrayBuffer);
+  }
+  return [];
+}

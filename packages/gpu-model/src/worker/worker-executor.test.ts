@@ -1,0 +1,85 @@
+// Proves the device on its own thread (issue #14): a real worker_threads device, fed random
+// workloads through the backend, gives every call the same result (dmaRead data included, read
+// only once the device says it is done) and the same state digest as the inline device; and
+// its watchdog fails the device when a kernel runs past maxCallMs (testing.kernelDelayMs), with
+// the seq of the entry whose work was running.
+import { describe, expect, it } from "vitest";
+import type { DeviceFailure } from "../device/progress.js";
+import { computeDigest, digestWhenDone, type StateDigest } from "../digest.js";
+import { Backend } from "../paravirt/backend.js";
+import { TestGuest, testBackendOptions } from "../testing/test-guest.js";
+import {
+  backendOptionsFor,
+  generateWorkload,
+  replay,
+  runWorkload,
+} from "../testing/random-workload.js";
+import { WorkerExecutor, workerExecutor } from "./worker-executor.js";
+
+const afterDevice = (backend: Backend) =>
+  new Promise<void>((resolve) => backend.progress.afterDevice(resolve));
+const digestOf = (backend: Backend) =>
+  new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
+
+describe("WorkerExecutor", () => {
+  it.each([1, 2, 3])("gives the inline device's results and digest on workload %i", async (seed) => {
+    const workload = generateWorkload(seed, { frames: 400, sessions: 3 });
+    const inline = replay(workload, 5);
+    const backend = new Backend({
+      ...backendOptionsFor(workload, 5),
+      executor: workerExecutor({ maxCallMs: 10_000 }),
+    });
+    try {
+      const outcomes = runWorkload(backend, workload);
+      expect(backend.progress.doneSeq(1)).toBeLessThanOrEqual(1);
+      await afterDevice(backend);
+      expect(outcomes).toEqual(inline.outcomes);
+      expect(outcomes.some((o) => o.result.output.kind === "data")).toBe(true);
+      expect(await digestOf(backend)).toEqual(computeDigest(inline.backend));
+      expect(() => computeDigest(backend)).toThrow(/inline/);
+    } finally {
+      backend.close();
+    }
+  });
+
+  it("fails the device when a kernel runs past maxCallMs, naming the entry's seq", async () => {
+    const executor = workerExecutor({ maxCallMs: 50, kernelDelayMs: 400 });
+    const backend = new Backend({ ...testBackendOptions(), executor });
+    try {
+      const g = new TestGuest(backend, "g");
+      const ctx = g.createContext();
+      const bo = g.alloc(ctx, 4096);
+      backend.progress.beginSeq(7);
+      const failed = new Promise<DeviceFailure>((resolve) => backend.progress.onFailure(resolve));
+      g.ok({
+        op: "kernelLaunch",
+        context: ctx,
+        kernel: "fill",
+        args: [
+          { kind: "buffer", bo },
+          { kind: "u32", value: 1024 },
+          { kind: "u32", value: 1 },
+        ],
+      });
+      const failure = await failed;
+      expect(failure.seq).toBe(7);
+      expect(failure.reason).toMatch(/maxCallMs/);
+      expect(backend.progress.failure).toEqual(failure);
+      expect(backend.progress.doneSeq(9)).toBe(6);
+    } finally {
+      backend.close();
+    }
+  });
+
+  it("reports the device thread's exit as a failure", async () => {
+    const executor = new WorkerExecutor({ maxCallMs: 10_000 });
+    const backend = new Backend({ ...testBackendOptions(), executor: () => executor });
+    const failed = new Promise<DeviceFailure>((resolve) => backend.progress.onFailure(resolve));
+    // Crashes the thread from inside: an operation the device core cannot run.
+    backend.device.queue.submit({ k: "free", id: 1 });
+    backend.device.queue.submit({ k: "read", id: 12345, offset: 0, length: 1 });
+    expect((await failed).reason).toMatch(/device thread/);
+    await executor.exited;
+    backend.close();
+  });
+});

@@ -1,0 +1,165 @@
+// The device on its own thread (issue #14): operations cross to a worker_threads thread that
+// owns VRAM (device-worker.ts), one postMessage per event-loop turn with the operations
+// submitted in that turn (their byte arrays copied once and moved, never cloned with the
+// buffer they view); completions come back batched. A watchdog fails the device when one
+// operation runs longer than maxCallMs, or when the thread dies.
+import { Worker } from "node:worker_threads";
+import type { DeviceExecutor, ExecutorFactory, ExecutorSink } from "../device/executor.js";
+import type { DeviceOp } from "../device/ops.js";
+import type { VramBuffer } from "../device/vram-buffer.js";
+import type { Completions, OpBatch, WorkerStart } from "./protocol.js";
+
+export interface WorkerExecutorOptions {
+  /** One operation running longer than this fails the device (device.maxCallMs). */
+  readonly maxCallMs: number;
+  /** The device thread sleeps this long before every kernel run (testing.kernelDelayMs). */
+  readonly kernelDelayMs?: number;
+}
+
+/** The worker's entry: always the built JS (under vitest this module runs from src/). */
+export function deviceWorkerUrl(): URL {
+  const url = new URL("./device-worker.js", import.meta.url);
+  return new URL(url.href.replace("/src/worker/", "/dist/worker/"));
+}
+
+export const workerExecutor =
+  (options: WorkerExecutorOptions): ExecutorFactory =>
+  () =>
+    new WorkerExecutor(options);
+
+export class WorkerExecutor implements DeviceExecutor {
+  private readonly options: WorkerExecutorOptions;
+  private readonly worker: Worker;
+  private readonly watch = new Float64Array(new SharedArrayBuffer(16));
+  private sink: ExecutorSink | undefined;
+  private outgoing: DeviceOp[] = [];
+  private transfer: ArrayBuffer[] = [];
+  private firstOutgoing = 0;
+  private scheduled = false;
+  private submitted = 0;
+  private completed = 0;
+  private watchdog: ReturnType<typeof setInterval> | undefined;
+  private closed = false;
+  /** Resolves once the device thread has exited. */
+  readonly exited: Promise<number>;
+
+  constructor(options: WorkerExecutorOptions) {
+    this.options = options;
+    const start: WorkerStart = {
+      kernelDelayMs: options.kernelDelayMs ?? 0,
+      watch: this.watch.buffer as SharedArrayBuffer,
+    };
+    this.worker = new Worker(deviceWorkerUrl(), { workerData: start });
+    this.worker.unref();
+    this.exited = new Promise((resolve) => this.worker.once("exit", resolve));
+    this.worker.on("message", (m: Completions) => this.completions(m));
+    this.worker.on("error", (e) => this.fail(`device thread failed: ${e.message}`));
+    this.worker.on("exit", (code) => this.fail(`device thread exited (code ${code})`));
+  }
+
+  attach(sink: ExecutorSink): void {
+    this.sink = sink;
+  }
+
+  submit(index: number, op: DeviceOp): void {
+    if (this.closed) return;
+    if (this.outgoing.length === 0) this.firstOutgoing = index;
+    this.outgoing.push(this.movable(op));
+    this.submitted = index;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+    if (this.watchdog === undefined) {
+      this.worker.ref(); // work outstanding: keep the process alive for it
+      const everyMs = Math.max(1, Math.min(100, this.options.maxCallMs / 4));
+      this.watchdog = setInterval(() => this.check(), everyMs);
+    }
+  }
+
+  peek(_id: number): VramBuffer {
+    throw new Error("the device runs on its own thread: its bytes cannot be read synchronously");
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopWatchdog();
+    void this.worker.terminate();
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.closed || this.outgoing.length === 0) return;
+    const batch: OpBatch = { first: this.firstOutgoing, ops: this.outgoing };
+    this.worker.postMessage(batch, this.transfer);
+    this.outgoing = [];
+    this.transfer = [];
+  }
+
+  private completions(m: Completions): void {
+    if (this.closed) return;
+    let r = 0;
+    for (let index = this.completed + 1; index <= m.upTo; index++) {
+      const next = m.results[r];
+      if (next !== undefined && next[0] === index) {
+        r++;
+        this.sink!.complete(index, next[1]);
+      } else {
+        this.sink!.complete(index, undefined);
+      }
+    }
+    this.completed = m.upTo;
+    if (this.completed === this.submitted) this.stopWatchdog();
+    this.sink!.progressed();
+  }
+
+  private check(): void {
+    const running = this.watch[0]!;
+    if (running <= this.completed) return;
+    const ranMs = Date.now() - this.watch[1]!;
+    if (ranMs > this.options.maxCallMs) {
+      this.fail(`device operation ${running} ran ${ranMs} ms, above device.maxCallMs`);
+    }
+  }
+
+  private fail(reason: string): void {
+    if (this.closed) return;
+    this.close();
+    this.sink?.failed(reason);
+  }
+
+  private stopWatchdog(): void {
+    if (this.watchdog !== undefined) clearInterval(this.watchdog);
+    this.watchdog = undefined;
+    this.worker.unref();
+  }
+
+  /** The operation with its byte arrays copied into buffers of their own, listed to move. */
+  private movable(op: DeviceOp): DeviceOp {
+    switch (op.k) {
+      case "write":
+        return { ...op, data: this.own(op.data) };
+      case "stores":
+        return {
+          ...op,
+          offsets: this.moved(Float64Array.from(op.offsets)),
+          widths: this.own(op.widths),
+          data: this.own(op.data),
+        };
+      case "pages":
+        return { k: "pages", writes: op.writes.map((w) => ({ ...w, data: this.own(w.data) })) };
+      default:
+        return op;
+    }
+  }
+
+  private own(view: Uint8Array): Uint8Array {
+    return this.moved(view.slice());
+  }
+
+  private moved<T extends Uint8Array | Float64Array>(array: T): T {
+    this.transfer.push(array.buffer as ArrayBuffer);
+    return array;
+  }
+}
