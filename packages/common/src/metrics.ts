@@ -299,6 +299,12 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       labelNames: ["reason"],
       registers,
     }),
+    promotionBacklogWait: new Histogram({
+      name: "vgpu_promotion_backlog_wait_seconds",
+      help: "Takeovers that waited for this standby's device to apply its received backlog, and how long",
+      buckets: [0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
     failovers: new Counter({
       name: "vgpu_failovers_total",
       help: "Unplanned takeovers: times this standby became primary because its primary's lease expired",

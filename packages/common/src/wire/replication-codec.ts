@@ -26,10 +26,10 @@ import {
   StandbyHelloSchema,
   StandbyMessageSchema,
   type CheckpointResult as WireCheckpointResult,
-  type PrimaryMessage as WirePrimaryMessage,
-  ResyncReason as WireResyncReason,
   type EntryBatch as WireEntryBatch,
   type LateResult as WireLateResult,
+  type PrimaryMessage as WirePrimaryMessage,
+  ResyncReason as WireResyncReason,
   type StandbyMessage as WireStandbyMessage,
 } from "../gen/vgpu/v1/replication_pb.js";
 import { type MalformedError, toSafe } from "./call-codec.js";

@@ -95,7 +95,12 @@ export function primaryStatus(deps: PrimaryStatusDeps) {
           }
         : null,
       degraded: r.degraded,
-      seq: { last: r.lastSeq, applied: r.appliedSeq, acknowledged: r.acknowledgedSeq },
+      seq: {
+        last: r.lastSeq,
+        applied: r.appliedSeq,
+        received: sender?.receivedSeq ?? 0,
+        acknowledged: r.acknowledgedSeq,
+      },
       replication: sender
         ? {
             mode: config.replication.mode,

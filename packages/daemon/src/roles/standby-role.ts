@@ -162,6 +162,7 @@ export class StandbyRole implements Role {
         );
         return;
       case "backlogApplied":
+        this.deps.metrics.promotionBacklogWait.observe(n.waitedMs / 1000);
         logger.warn(
           { seq: r.appliedSeq, backlogWaitMs: n.waitedMs },
           "received backlog applied: taking over",
@@ -289,7 +290,7 @@ export class StandbyRole implements Role {
     return {
       role: "standby",
       serving: false,
-      seq: { last: g.lastSeq, applied: r.appliedSeq, acknowledged: 0 },
+      seq: { last: g.lastSeq, applied: r.appliedSeq, received: r.receivedSeq, acknowledged: 0 },
       replication: {
         state: r.state,
         eligible: r.eligible,

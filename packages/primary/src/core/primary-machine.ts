@@ -9,6 +9,7 @@
 // the standby's grant in the record (primary-etcd.ts). A planned switchover is a state with
 // deadlines (primary-switchover.ts).
 import {
+  confirmedBy,
   type DiscardedWork,
   GRANTED,
   type GrantState,
@@ -26,7 +27,6 @@ import {
   primaryLeaseEndMs,
   RELEASE_ALL,
   type ReleaseView,
-  confirmedBy,
   type ReplicationLog,
   type ReplicationMode,
   releasableSeq,
@@ -180,7 +180,8 @@ export class PrimaryMachine {
   /** After each step of the link: what the standby confirmed counts, then the lease. */
   progress(f: PrimaryFacts): PrimaryAction[] {
     const s = this.sender;
-    if (s.inSync) this.confirmedSeq = Math.max(this.confirmedSeq, confirmedBy(this.options.mode, s));
+    if (s.inSync)
+      this.confirmedSeq = Math.max(this.confirmedSeq, confirmedBy(this.options.mode, s));
     return [...this.tick(f), RELEASE];
   }
 

@@ -327,7 +327,8 @@ export class Receiver {
     const backend = this.backend!;
     if (late.kind === "checkpoint") {
       this.late.expect(seq, { kind: "checkpoint", requestId: late.requestId });
-      if (late.digest !== "") this.settle(this.late.theirs({ seq, kind: "state", digest: late.digest }, seq));
+      if (late.digest !== "")
+        this.settle(this.late.theirs({ seq, kind: "state", digest: late.digest }, seq));
       digestWhenDone(backend, (d) =>
         this.deviceResult(generation, { seq, kind: "state", digest: d.state }),
       );
