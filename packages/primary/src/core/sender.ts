@@ -417,6 +417,7 @@ export class Sender {
       this.lastProgressMs = nowMs;
     }
     while (!s.exhausted && s.unacked.length < this.options.snapshotWindowChunks) {
+      if (s.stream.ready?.() === false) break; // the device has not read it yet
       const chunk = s.stream.next();
       if (chunk === undefined) {
         s.exhausted = true;
