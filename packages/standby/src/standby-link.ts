@@ -35,6 +35,7 @@ export class StandbyLink {
   private readonly now: () => number;
   private readonly identity: PeerIdentityRule;
   private readonly onRefused: ((refusal: StreamRefusal, remote: string) => void) | undefined;
+  private readonly muted: () => boolean;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
@@ -58,6 +59,11 @@ export class StandbyLink {
     identity: PeerIdentityRule;
     /** A stream refused before it became the live one: count it, log it (rate-limited). */
     onRefused?: (refusal: StreamRefusal, remote: string) => void;
+    /**
+     * True while a takeover waits for the device to apply the received backlog: the old
+     * primary is neither heard nor answered (an ack would renew the lease it must lose).
+     */
+    muted?: () => boolean;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
@@ -65,6 +71,7 @@ export class StandbyLink {
     this.now = deps.now;
     this.identity = deps.identity;
     this.onRefused = deps.onRefused;
+    this.muted = deps.muted ?? (() => false);
   }
 
   get connected(): boolean {
@@ -94,6 +101,7 @@ export class StandbyLink {
     }
     this.pending.add(link);
     link.onMessage((message) => {
+      if (this.muted()) return;
       if (this.link !== link) {
         this.pending.delete(link);
         const why = this.refusal(message);
@@ -163,7 +171,7 @@ export class StandbyLink {
    */
   flush(): void {
     const link = this.link;
-    if (link === undefined || this.closed) return;
+    if (link === undefined || this.closed || this.muted()) return;
     for (const out of this.receiver.poll()) link.send(out);
   }
 
