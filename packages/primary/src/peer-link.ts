@@ -97,8 +97,31 @@ export class PeerLinkShell {
     this.pump();
   }
 
-  /** Sends what the Sender wants to send now, unless the stream's buffer is full. */
+  /**
+   * Sends what the Sender wants to send now, unless the stream's buffer is full. A pump asked
+   * for while one runs (device progress reported from inside the sender's poll, e.g. while a
+   * snapshot chunk reads pages) runs after it, never inside it: messages keep their order.
+   */
   pump(): void {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        this.pumpOnce();
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private pumping = false;
+  private pumpAgain = false;
+
+  private pumpOnce(): void {
     const { sender, log, clock } = this.deps;
     log.release(sender.releasableSeq, this.deps.retainBytes);
     if (this.link === undefined || this.blocked) return;

@@ -45,6 +45,8 @@ export class StandbyLink {
    */
   private readonly pending = new Set<Link<StandbyMessage, PrimaryMessage>>();
   private closed = false;
+  /** A message is being stepped through the receiver (device progress may report meanwhile). */
+  private stepping = false;
   /** Monotonic ms of the last message from a primary (undefined: none since start). */
   lastMessageMs: number | undefined;
   /** What the peer runs, from its last hello naming it (refused for its version or not). */
@@ -132,7 +134,14 @@ export class StandbyLink {
         link.send(receiver.hello());
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
-      for (const out of receiver.step(message)) link.send(out);
+      this.stepping = true;
+      let replies: StandbyMessage[];
+      try {
+        replies = receiver.step(message);
+      } finally {
+        this.stepping = false;
+      }
+      for (const out of replies) link.send(out);
       this.onStep(message);
     });
     link.onClose((reason) => {
@@ -171,7 +180,8 @@ export class StandbyLink {
    */
   flush(): void {
     const link = this.link;
-    if (link === undefined || this.closed || this.muted()) return;
+    // Inside a step, what the device reported goes out with the step's own answer.
+    if (link === undefined || this.closed || this.stepping || this.muted()) return;
     for (const out of this.receiver.poll()) link.send(out);
   }
 
