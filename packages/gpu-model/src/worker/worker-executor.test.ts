@@ -7,13 +7,13 @@ import { describe, expect, it } from "vitest";
 import type { DeviceFailure } from "../device/progress.js";
 import { computeDigest, digestWhenDone, type StateDigest } from "../digest.js";
 import { Backend } from "../paravirt/backend.js";
-import { TestGuest, testBackendOptions } from "../testing/test-guest.js";
 import {
   backendOptionsFor,
   generateWorkload,
   replay,
   runWorkload,
 } from "../testing/random-workload.js";
+import { TestGuest, testBackendOptions } from "../testing/test-guest.js";
 import { WorkerExecutor, workerExecutor } from "./worker-executor.js";
 
 const afterDevice = (backend: Backend) =>
@@ -22,7 +22,9 @@ const digestOf = (backend: Backend) =>
   new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
 
 describe("WorkerExecutor", () => {
-  it.each([1, 2, 3])("gives the inline device's results and digest on workload %i", async (seed) => {
+  it.each([
+    1, 2, 3,
+  ])("gives the inline device's results and digest on workload %i", async (seed) => {
     const workload = generateWorkload(seed, { frames: 400, sessions: 3 });
     const inline = replay(workload, 5);
     const backend = new Backend({
