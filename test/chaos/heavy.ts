@@ -7,9 +7,9 @@
 import type { FrameBody } from "@vgpu-ha/common";
 
 /**
- * The side of the default gemm (m = n = k): 2·224³ ≈ 22.5 MFLOP, measured at 15–22 ms per
- * launch on this 2-core machine under the shared load of a run (gemm_f32's 1.0–1.9 GFLOP/s in
- * bench/results/gpu-model.json and hot-paths.json).
+ * The side of the default gemm (m = n = k): 2·224³ ≈ 22.5 MFLOP — 22 ms a launch measured on
+ * this 2-core machine under the shared load of a run, about 12 ms on a quiet core (gemm_f32's
+ * 1.9 GFLOP/s by CPU time in bench/results/hot-paths.json).
  */
 export const GEMM_SIDE_DEFAULT = 224;
 /** One heavy launch (with its readback) every this many workload frames of a session. */
