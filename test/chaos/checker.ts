@@ -3,6 +3,7 @@
 // the daemons' own opinion of whether all is well (their verify is reported beside, as one more
 // check). Each check says what it compared, so a failure names what went wrong.
 import { ErrorCode } from "@vgpu-ha/common";
+import type { Mode } from "../support/modes.js";
 import type { Ack, SessionHistory } from "./history.js";
 import type { StatusSample } from "./monitor.js";
 import type { FaultRecord } from "./nemesis.js";
@@ -34,7 +35,7 @@ export interface FinalState {
 }
 
 export interface CheckInput {
-  readonly mode: "sync" | "async";
+  readonly mode: Mode;
   readonly lease: "peer" | "etcd";
   readonly sessions: readonly SessionHistory[];
   /** Per session id: the final node's last frame, or undefined when it does not hold it. */

@@ -4,6 +4,7 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
+import { DEVICE_THREAD, type Mode } from "../support/modes.js";
 import { merge } from "../support/replication-pair.js";
 import type { Cleanup } from "./cleanup.js";
 import { type Hosts, NODE_NAMES, type NodeName } from "./hosts.js";
@@ -31,7 +32,7 @@ export type ProcessState = "down" | "running" | "paused";
 export interface ClusterOptions {
   readonly dir: string;
   readonly hosts: Hosts;
-  readonly mode: "sync" | "async";
+  readonly mode: Mode;
   /** etcd client URLs per node, in etcd lease mode. */
   readonly etcd?: Record<NodeName, string>;
   /** Milliseconds since the run's start (the harness's clock). */
@@ -68,7 +69,7 @@ export class Cluster {
       seeds: [101, 202],
       common: {
         ops: { token: ADMIN_TOKEN },
-        device: { vramBytes: "512MiB" },
+        device: { vramBytes: "512MiB", ...DEVICE_THREAD },
         // The random workloads' "DMA too big" fault must be refused as such (as in the tests).
         limits: { maxDmaBytes: "1MiB" },
         tenants: [

@@ -1,13 +1,23 @@
 // The guest load: `sessions` slots, each keeping one session (through the client library, with
 // both nodes' endpoints, so it fails over) busy with a seeded random workload of every call kind
 // and MMIO store batches, with an increment of the session's own counter (a non-idempotent
-// kernel) every few frames. Every frame is recorded with its outcome (history.ts). A session
+// kernel) every few frames and a gemm_f32 of about 20 ms with a readback every 40 (heavy.ts).
+// Every frame is recorded with its outcome (history.ts). A session
 // that fails (it can, after a split brain or an async failover) is recorded and replaced by a
 // new one. Frames are paced: a steady load, not a flood, on a 2-core machine.
 import { ErrorCode, Session, SessionClosedError, VgpuError } from "@vgpu-ha/client";
 import type { Call, CallResult, FrameBody, StoreBatch } from "@vgpu-ha/common";
 import type { WorkloadStep } from "@vgpu-ha/gpu-model/testing";
 import { pacer, translate, wireWorkload } from "../support/guest-workload.js";
+import {
+  GEMM_SIDE_DEFAULT,
+  gemmFrame,
+  HEAVY_EVERY,
+  type HeavyBuffers,
+  matrixBytes,
+  readbackFrame,
+  seededMatrix,
+} from "./heavy.js";
 import type { Ack, FrameRecord, SessionHistory } from "./history.js";
 
 /** An increment of the counter every this many workload frames. */
@@ -36,6 +46,8 @@ export interface LoadOptions {
   /** Frames a second, all sessions together. */
   readonly rate: number;
   readonly seed: number;
+  /** Side of the ~20 ms gemm_f32 launches in the mix (heavy.ts); 0: none. Default 224. */
+  readonly gemmSide?: number;
   /** The run's clock (ms). */
   readonly now: () => number;
 }
@@ -93,6 +105,10 @@ interface LiveSession {
   readonly session: Session;
   readonly history: SessionHistory;
   readonly pending: Promise<void>[];
+  /** The session's gemm matrices, once set up (none when the mix has no heavy kernels). */
+  heavy?: HeavyBuffers;
+  /** Heavy launches sent so far. */
+  heavyLaunches: number;
 }
 
 export class GuestLoad {
@@ -155,7 +171,7 @@ export class GuestLoad {
         frames: [],
       };
       this.sessions.push(history);
-      const live: LiveSession = { session, history, pending: [] };
+      const live: LiveSession = { session, history, pending: [], heavyLaunches: 0 };
       this.live.set(slot, live);
       generation++;
       try {
@@ -235,6 +251,8 @@ export class GuestLoad {
     );
     if (!ok(bo) || bo.result?.output.kind !== "handle") return;
     history.counter = { context, bo: bo.result.output.handle };
+    const side = this.options.gemmSide ?? GEMM_SIDE_DEFAULT;
+    if (side > 0 && !(await this.setUpHeavy(live, context, side))) return;
     const increment: FrameBody = {
       kind: "call",
       call: {
@@ -267,6 +285,36 @@ export class GuestLoad {
     }
   }
 
+  /** Allocates the session's gemm matrices and writes Y and Z; false if a step failed. */
+  private async setUpHeavy(live: LiveSession, context: number, side: number): Promise<boolean> {
+    const ok = (r: FrameRecord) => r.outcome === "ok" && r.result?.code === ErrorCode.OK;
+    const handles: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await this.send(
+        live,
+        { kind: "call", call: { op: "boAlloc", context, sizeBytes: matrixBytes(side) } },
+        "setup",
+      );
+      if (!ok(r) || r.result?.output.kind !== "handle") return false;
+      handles.push(r.result.output.handle);
+    }
+    const [x, y, z] = handles as [number, number, number];
+    for (const [bo, salt] of [
+      [y, 1],
+      [z, 2],
+    ] as const) {
+      const data = seededMatrix(live.history.seed * 3 + salt, side);
+      const r = await this.send(
+        live,
+        { kind: "call", call: { op: "dmaWrite", context, bo, offset: 0, data } },
+        "setup",
+      );
+      if (!ok(r)) return false;
+    }
+    live.heavy = { context, x, y, z, side };
+    return true;
+  }
+
   /** Sends one segment's frames (with increments); its context handles, predicted → real. */
   private async runSegment(
     live: LiveSession,
@@ -280,6 +328,11 @@ export class GuestLoad {
       await pace();
       if (this.stopping || history.failure) break;
       if (i % INCREMENT_EVERY === 0) void this.send(live, increment, "increment");
+      if (live.heavy && i % HEAVY_EVERY === HEAVY_EVERY / 2) {
+        const n = live.heavyLaunches++;
+        void this.send(live, gemmFrame(live.heavy, n), "gemm");
+        void this.send(live, readbackFrame(live.heavy, n), "gemm-read");
+      }
       const body = translate(step.frame.body, contexts);
       const sent = this.send(live, body, kindOf(body));
       // Later frames may name the new context: learn its real handle first.

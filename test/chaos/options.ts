@@ -2,6 +2,8 @@
 // for anything it does not accept.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parseCommand, UsageError } from "../support/command-line.js";
+import { MODES, type Mode } from "../support/modes.js";
+import { GEMM_SIDE_DEFAULT } from "./heavy.js";
 
 export const FAULT_KINDS = [
   "kill",
@@ -14,7 +16,7 @@ export const FAULT_KINDS = [
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface ChaosOptions {
-  readonly mode: "sync" | "async";
+  readonly mode: Mode;
   readonly lease: "peer" | "etcd";
   readonly durationS: number;
   /** The kinds chosen; "restart" is the systemd-like restart of dead nodes, not a fault. */
@@ -23,6 +25,8 @@ export interface ChaosOptions {
   readonly sessions: number;
   /** Guest frames a second, all sessions together. */
   readonly rate: number;
+  /** Side of the ~20 ms gemm_f32 launches in the guests' mix (0: none). */
+  readonly gemmSide: number;
   readonly loopback: boolean;
   /** Report directory. */
   readonly out: string;
@@ -62,9 +66,7 @@ function program(): Command {
     .description(
       "Chaos harness: a vgpud pair under guest load while a nemesis kills, pauses, partitions and degrades it; checks that nothing acknowledged is lost or applied twice.",
     )
-    .addOption(
-      new Option("--mode <mode>", "replication mode").choices(["sync", "async"]).default("sync"),
-    )
+    .addOption(new Option("--mode <mode>", "replication mode").choices(MODES).default("sync"))
     .addOption(
       new Option("--lease <lease>", "lease mode").choices(["peer", "etcd"]).default("peer"),
     )
@@ -87,6 +89,12 @@ function program(): Command {
       200,
     )
     .option(
+      "--gemm <side>",
+      "side (m = n = k) of the gemm_f32 launches in the mix (224: 12-22 ms each here); 0: none",
+      integer("--gemm", 0, 1024),
+      GEMM_SIDE_DEFAULT,
+    )
+    .option(
       "--loopback",
       "both nodes on loopback ports even when network namespaces are available",
       false,
@@ -101,13 +109,14 @@ export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
   const cmd = parseCommand(program(), argv);
   if (cmd === "help") return "help";
   const o = cmd.opts<{
-    mode: "sync" | "async";
+    mode: Mode;
     lease: "peer" | "etcd";
     duration: number;
     faults: FaultKind[];
     seed?: number;
     sessions: number;
     rate: number;
+    gemm: number;
     loopback: boolean;
     out?: string;
   }>();
@@ -119,6 +128,7 @@ export function parseOptions(argv: readonly string[]): ChaosOptions | "help" {
     seed: o.seed ?? Math.floor(Math.random() * 2 ** 31),
     sessions: o.sessions,
     rate: o.rate,
+    gemmSide: o.gemm,
     loopback: o.loopback,
     out: o.out ?? `chaos-report/${timestamp()}`,
   };
@@ -135,6 +145,7 @@ export function replayCommand(o: ChaosOptions): string {
     `--seed ${o.seed}`,
     `--sessions ${o.sessions}`,
     `--rate ${o.rate}`,
+    `--gemm ${o.gemmSide}`,
     ...(o.loopback ? ["--loopback"] : []),
   ].join(" ");
 }

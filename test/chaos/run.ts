@@ -150,6 +150,7 @@ async function chaos(
     sessions: o.sessions,
     rate: o.rate,
     seed: o.seed,
+    gemmSide: o.gemmSide,
     now,
   });
   // The standby first, then the primary (it finds its standby at once).

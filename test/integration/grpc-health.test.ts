@@ -2,6 +2,7 @@
 // grpc-js health client: the guest port is SERVING on the primary and NOT_SERVING on the
 // standby, the replication port the other way round; both follow the roles through a planned
 // switchover and through a failover (the primary SIGKILLed), which vgpu_failovers_total counts.
+// In the default (sync) mode only: health follows the roles, not the replication mode.
 import * as grpc from "@grpc/grpc-js";
 import { service as healthService } from "grpc-health-check";
 import { afterAll, describe, expect, it } from "vitest";

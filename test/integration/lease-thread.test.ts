@@ -4,6 +4,7 @@
 // exactly once — while the same stall without the thread (watchdogMs 0) costs a failover; a
 // stall past watchdog + lease (4 s) is a hung primary: the standby takes over, and the old
 // primary steps down when it wakes.
+// In sync mode only: the lease and its thread do not depend on the replication mode.
 import { afterEach, describe, expect, it } from "vitest";
 import { ADMIN, FailoverPair, startGuests, stopAndCheckGuests } from "../support/failover-pair.js";
 import { sleep, status, waitFor } from "../support/ops-client.js";

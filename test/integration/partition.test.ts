@@ -3,6 +3,8 @@
 // primary goes degraded and keeps acknowledging a guest pinned to it. When the link heals the
 // lower epoch steps down, resyncs as standby, and reports what it discarded; the acknowledged
 // frames it reports match what the pinned guest finds lost (up to the guest's frames in flight).
+// In sync mode only: cut off, a primary serves alone (degraded) in every mode, and what it
+// discards at the heal does not depend on the mode.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -5,6 +5,8 @@
 // over from scratch; after a cut in the middle of a snapshot, by resuming that snapshot; and
 // after a SIGKILL under load and a restart, by a new snapshot. The link goes through a
 // TCP proxy so it can be cut, and so the primary keeps one peer address across restarts.
+// In sync mode only: a catch-up (snapshot, resume from the retained log) ships and applies
+// the same in every replication mode, and the grant that ends it rests on the applied seq in all.
 import { buf, Session, u32 } from "@vgpu-ha/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GuestLoad } from "../support/guest-workload.js";

@@ -3,6 +3,8 @@
 // snapshot; a stalled standby in async mode makes the primary hold guests back while its log
 // stays within the configured lag bound, and everything completes once the standby resumes;
 // garbage on the standby's replication port is refused without a crash.
+// A divergence is caught the same way in every replication mode (shown in sync); the stalled
+// standby is the async case by design (the sync modes hold replies anyway: replication-workload).
 
 import { connect } from "node:net";
 import * as grpc from "@grpc/grpc-js";

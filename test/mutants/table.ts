@@ -11,6 +11,7 @@ const standbyMachine = "packages/standby/src/core/standby-machine.ts";
 const nodeMachine = "packages/common/src/core/node-machine.ts";
 const receiver = "packages/standby/src/core/receiver.ts";
 const release = "packages/common/src/core/release.ts";
+const standbyDriver = "packages/standby/src/standby-driver.ts";
 
 export const MUTANTS: readonly Mutant[] = [
   {
@@ -106,5 +107,12 @@ export const MUTANTS: readonly Mutant[] = [
     file: standbyMachine,
     original: "    if (facts.backlog === 0) {",
     replacement: "    if (facts.backlog >= 0) {",
+  },
+  {
+    name: "acks-while-awaiting-backlog",
+    what: "a standby waiting for its backlog before taking over still acknowledges the old primary (renewing its lease)",
+    file: standbyDriver,
+    original: "      muted: () => this.machine.holdingTakeover,",
+    replacement: "      muted: () => false,",
   },
 ];

@@ -3,7 +3,7 @@
 // advance — and expectations of the nodes' and the run's state between them. The simulator's
 // Checker judges safety at every event, as in the random runs; `settle` heals everything and
 // runs the final checks (one primary, equal replicas, the guests' history replayed).
-import { DEFAULT_LEASE_TERMS, type LeaseTerms } from "@vgpu-ha/common";
+import { DEFAULT_LEASE_TERMS, type LeaseTerms, type ReplicationMode } from "@vgpu-ha/common";
 import { parse } from "yaml";
 import type { FailoverParams, NodeName } from "../sim/failover/params.js";
 import { FailoverSimulation } from "../sim/failover/simulation.js";
@@ -74,8 +74,21 @@ export type Step =
 export interface Scenario {
   readonly name: string;
   readonly description?: string;
-  /** sync (default) or async. */
-  readonly ackMode?: "sync" | "async";
+  /** sync (default), sync-applied or async. */
+  readonly ackMode?: ReplicationMode;
+  /**
+   * A node's simulated device (issue #14): each operation completes after latencyMs and, one
+   * after another, serviceMs (each [min, max], default [0, 0]); a node not named runs inline.
+   */
+  readonly device?: Partial<
+    Record<
+      NodeName,
+      {
+        readonly latencyMs?: readonly [number, number];
+        readonly serviceMs?: readonly [number, number];
+      }
+    >
+  >;
   readonly lease?: Partial<LeaseTerms>;
   readonly initialEpoch?: Partial<Record<NodeName, number>>;
   /** Each node's clock rate (default 1). */
@@ -117,6 +130,17 @@ export function scenarioParams(s: Scenario): FailoverParams {
         }
       : undefined,
     ackMode: s.ackMode ?? "sync",
+    device: Object.fromEntries(
+      Object.entries(s.device ?? {}).map(([n, d]) => [
+        n,
+        {
+          latencyMs: d.latencyMs ?? [0, 0],
+          serviceMs: d.serviceMs ?? [0, 0],
+          stallRate: 0,
+          stallMs: 0,
+        },
+      ]),
+    ),
     mmio: "per-page",
     lease,
     clockRate: { a: 1, b: 1, ...s.clockRate },

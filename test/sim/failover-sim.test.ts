@@ -1,7 +1,9 @@
 // Proves failover is safe and live: thousands of seeded runs of two simulated nodes (the shipped
 // node, primary, standby, guest-service and client drivers over simulated ports, drifting clocks; a
 // quarter in etcd lease mode against a simulated etcd) with guests running the exactly-once client
-// logic, under crashes and restarts, pauses shorter and longer than the lease, partitions both ways
+// logic, each node's device simulated with random latencies and stalls in most seeds (so
+// takeovers meet a received-but-unapplied backlog, which must be applied before any promotion)
+// under crashes and restarts, pauses shorter and longer than the lease, partitions both ways
 // and one way, etcd cut off, broken streams, switchovers and link faults; the Checker holds the
 // lease, epoch, release and loss rules during faults and the final state (one primary, equal
 // replicas, the history replayed from the guests' frames, every guest done) after healing. Then:
@@ -51,6 +53,8 @@ describe("failover simulation", () => {
     for (const [path, count] of Object.entries({
       "cold start": t.coldStarts,
       "promotion on lease expiry": t.promotions,
+      "takeover waited for a received backlog": t.takeoversAwaitingBacklog,
+      "backlog applied, then the takeover": t.backlogsApplied,
       "ineligible standby at expiry": t.ineligibleExpiries,
       "standby detected its own pause": t.selfPauseDetected,
       "restart rejoined as standby": t.rejoinsAsStandby,

@@ -1,7 +1,8 @@
 // A guest that knows exactly what it was told had happened: it increments its own counter
 // (a non-idempotent kernel), writes numbered records by DMA and by MMIO stores, and counts
 // every acknowledgement. check() reads the node's state back and compares it with the count —
-// so a frame applied twice, or an acknowledged frame lost, shows.
+// so a frame applied twice, or an acknowledged frame lost, shows. A session that fails while
+// running is kept as `failure` (check() throws it).
 import { buf, Session, u32 } from "@vgpu-ha/client";
 
 const RECORDS = 1024;
@@ -17,6 +18,8 @@ export class CountingGuest {
   stores = 0;
   /** Monotonic ms of every acknowledgement (for failover timings). */
   readonly ackTimes: number[] = [];
+  /** Why the session failed while running (an async failover's reported loss), if it did. */
+  failure: unknown;
   private running: Promise<void> | undefined;
   private stopping = false;
 
@@ -57,7 +60,9 @@ export class CountingGuest {
         ]);
         this.ackTimes.push(performance.now());
       }
-    })();
+    })().catch((e: unknown) => {
+      this.failure = e;
+    });
   }
 
   async stop(): Promise<void> {
@@ -73,6 +78,7 @@ export class CountingGuest {
 
   /** What the node holds against what this guest was told; throws on any difference. */
   async check(): Promise<{ increments: number; writes: number; stores: number }> {
+    if (this.failure !== undefined) throw this.failure;
     const s = this.session;
     const counter = new Uint32Array(
       (await s.dmaRead(this.ctx, this.counter, 0, 4)).slice().buffer,

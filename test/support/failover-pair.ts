@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pairConfigs, type SpawnedNode } from "@vgpu-ha/daemon";
 import { CountingGuest } from "./counting-guest.js";
+import { DEVICE_THREAD } from "./modes.js";
 import { status, waitFor } from "./ops-client.js";
 import { spawnTracked } from "./temp-node.js";
 
@@ -32,7 +33,7 @@ export class FailoverPair {
       seeds: [11, 22],
       common: {
         ops: { token: ADMIN },
-        device: { vramBytes: "256MiB" },
+        device: { vramBytes: "256MiB", ...DEVICE_THREAD },
         tenants: [{ name: GUEST.tenant, token: GUEST.token, vramQuotaBytes: "128MiB" }],
         log: { level: "info" },
         ...extra,

@@ -11,7 +11,13 @@ export interface OpsNode {
 export interface NodeStatus {
   readonly role: string;
   readonly epoch: number;
-  readonly seq: { last: number; applied: number; acknowledged: number };
+  readonly seq: {
+    last: number;
+    applied: number;
+    acknowledged: number;
+    /** A standby's received seq (issue #14: received ≥ applied; absent before it). */
+    received?: number;
+  };
   readonly contexts: number;
   readonly bos: number;
   readonly sessions: number;

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SpawnedNode } from "@vgpu-ha/daemon";
+import { DEVICE_THREAD } from "./modes.js";
 import { type NodeStatus, status, type VerifyAnswer, verify, waitFor } from "./ops-client.js";
 import { TcpProxy } from "./tcp-proxy.js";
 import { spawnTracked } from "./temp-node.js";
@@ -72,6 +73,7 @@ function baseConfig(dir: string, role: "primary" | "standby"): Json {
       seed: role === "primary" ? 0x1234 : 0xbeef,
       vramBytes: "256MiB",
       maxBoBytes: "64MiB",
+      ...DEVICE_THREAD,
     },
     // 1 MiB: the generator's "DMA too big" fault (1 MiB + 1) must be refused.
     limits: { maxDmaBytes: "1MiB" },

@@ -4,6 +4,8 @@
 // with every acknowledged frame present exactly once; cutting only the link between the nodes
 // promotes no one (the primary serves alone, its standby no longer named); and with etcd
 // stopped the primary acknowledges nothing from its lease's TTL on (it fences itself first).
+// In sync mode only: etcd decides who serves the same way in every replication mode; what a
+// kill may lose in each mode is failover.test.ts's and failover-backlog.test.ts's subject.
 import { afterEach, describe, expect, it } from "vitest";
 import type { CountingGuest } from "../support/counting-guest.js";
 import { type EtcdServer, startEtcd } from "../support/etcd.js";

@@ -92,6 +92,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         ...(deps.receiver.version ? { version: deps.receiver.version } : {}),
       },
       ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
+      muted: () => this.machine.holdingTakeover,
       onStep: (m) => {
         deps.observer.stepped?.(m);
         this.afterStep();

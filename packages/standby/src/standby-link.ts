@@ -35,6 +35,7 @@ export class StandbyLink {
   private readonly now: () => number;
   private readonly identity: PeerIdentityRule;
   private readonly onRefused: ((refusal: StreamRefusal, remote: string) => void) | undefined;
+  private readonly muted: () => boolean;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
@@ -60,6 +61,11 @@ export class StandbyLink {
     identity: PeerIdentityRule;
     /** A stream refused before it became the live one: count it, log it (rate-limited). */
     onRefused?: (refusal: StreamRefusal, remote: string) => void;
+    /**
+     * True while a takeover waits for the device to apply the received backlog: the old
+     * primary is neither heard nor answered (an ack would renew the lease it must lose).
+     */
+    muted?: () => boolean;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
@@ -67,6 +73,7 @@ export class StandbyLink {
     this.now = deps.now;
     this.identity = deps.identity;
     this.onRefused = deps.onRefused;
+    this.muted = deps.muted ?? (() => false);
   }
 
   get connected(): boolean {
@@ -96,6 +103,7 @@ export class StandbyLink {
     }
     this.pending.add(link);
     link.onMessage((message) => {
+      if (this.muted()) return;
       if (this.link !== link) {
         this.pending.delete(link);
         const why = this.refusal(message);
@@ -173,7 +181,7 @@ export class StandbyLink {
   flush(): void {
     const link = this.link;
     // Inside a step, what the device reported goes out with the step's own answer.
-    if (link === undefined || this.closed || this.stepping) return;
+    if (link === undefined || this.closed || this.stepping || this.muted()) return;
     for (const out of this.receiver.poll()) link.send(out);
   }
 

@@ -13,9 +13,10 @@ import {
   type StandbyMessage,
   type wire,
 } from "@vgpu-ha/common";
-import type { BackendOptions } from "@vgpu-ha/gpu-model";
+import type { BackendOptions, ExecutorFactory } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
+import { simDevice } from "./device.js";
 import { type EtcdView, SimArbiter, type SimEtcd } from "./etcd.js";
 import type { Lineages } from "./lineage.js";
 import { type End, guestLink, type Network, type NodeHost } from "./net.js";
@@ -74,6 +75,8 @@ export class SimNode implements SimSupervisor, NodeHost {
   /** The shipped node driver of the running process. */
   driver: SimNodeDriver | undefined;
   private incarnation = 0;
+  /** The running process's device (undefined: inline). */
+  private executor: ExecutorFactory | undefined;
   private readonly env: NodeEnv;
 
   constructor(name: NodeName, env: NodeEnv) {
@@ -123,6 +126,8 @@ export class SimNode implements SimSupervisor, NodeHost {
       env.rng.fork(this.incarnation * 2 + (this.name === "a" ? 0 : 1)),
     );
     this.proc = proc;
+    const deviceSeed = env.params.seed * 4 + this.incarnation * 2 + (this.name === "a" ? 0 : 1);
+    this.executor = simDevice(proc, env.params.device[this.name], deviceSeed);
     const arbiter = env.etcd
       ? new SimArbiter(env.etcd, proc, this.name, env.params.lease)
       : undefined;
@@ -192,6 +197,7 @@ export class SimNode implements SimSupervisor, NodeHost {
         stats.recoveryStarts++;
         return;
       case "promoting":
+        this.checkNoBacklog(n.reason);
         if (n.reason === "lease_expired") stats.promotions++;
         if (n.reason !== "switchover" || this.arbiter) {
           this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);
@@ -200,6 +206,20 @@ export class SimNode implements SimSupervisor, NodeHost {
         return;
       default:
         return;
+    }
+  }
+
+  /**
+   * Issue #14: a standby takes over only once its device has applied everything it received
+   * (its old primary may have acknowledged any of it in sync mode).
+   */
+  private checkNoBacklog(reason: string): void {
+    const r = this.standby?.receiver;
+    if (r?.backend === undefined) return;
+    if (r.backlog > 0) {
+      throw new SimFailure(
+        `${this.name} promoted (${reason}) with a backlog: received ${r.receivedSeq}, applied ${r.appliedSeq}`,
+      );
     }
   }
 
@@ -217,7 +237,10 @@ export class SimNode implements SimSupervisor, NodeHost {
       lineages: env.lineages,
       checker: env.checker,
       stats: env.stats,
-      backendOptions: env.backendOptions,
+      backendOptions: {
+        ...env.backendOptions,
+        ...(this.executor ? { executor: this.executor } : {}),
+      },
       dialPeer: () => this.dialPeer(proc),
       arbiter: this.arbiter,
       probePeer: (done) => this.probePeer(proc, done),

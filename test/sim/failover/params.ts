@@ -8,6 +8,7 @@ import {
   checkLeaseTerms,
   type LeaseTerms,
   minimumDriftMarginMs,
+  type ReplicationMode,
 } from "@vgpu-ha/common";
 import type { SenderOptions } from "@vgpu-ha/primary";
 import type { NetworkParams } from "../params.js";
@@ -49,12 +50,25 @@ export interface EtcdParams {
   readonly latencyMs: readonly [number, number];
 }
 
+/**
+ * The simulated device (device.ts): per operation, a latency and a service time (ms, each
+ * [min, max]); with probability stallRate an operation's latency is up to stallMs instead.
+ */
+export interface DeviceParams {
+  readonly latencyMs: readonly [number, number];
+  readonly serviceMs: readonly [number, number];
+  readonly stallRate: number;
+  readonly stallMs: number;
+}
+
 export interface FailoverParams {
   readonly seed: number;
   /** peer: heartbeats decide; etcd: the leader key does (then `etcd` is set). */
   readonly leaseMode: "peer" | "etcd";
   readonly etcd: EtcdParams | undefined;
-  readonly ackMode: "sync" | "async";
+  readonly ackMode: ReplicationMode;
+  /** Each node's device; a node without one runs inline (every operation done at submit). */
+  readonly device: Readonly<Partial<Record<NodeName, DeviceParams>>>;
   readonly mmio: "per-page" | "per-store";
   readonly lease: LeaseTerms;
   /** Each node's clock rate (1 ± at most maxDriftRatio) and its lateness of timers. */
@@ -109,11 +123,20 @@ export function drawFailoverParams(seed: number): FailoverParams {
   const etcdRng = rng.fork(0xe7cd);
   const etcd = etcdRng.chance(0.25) ? drawEtcd(etcdRng, lease) : undefined;
   if (etcd) lease = etcd.lease;
+  // The device and sync-applied (issue #14) draw from a stream of their own, seeded apart,
+  // so every other parameter of a seed stays what it was before them.
+  const deviceRng = new SimRng((seed ^ 0xde71ce) >>> 0);
+  const device: Partial<Record<NodeName, DeviceParams>> = {};
+  if (deviceRng.chance(0.75)) {
+    for (const n of NODES) if (deviceRng.chance(0.8)) device[n] = drawDevice(deviceRng, lease);
+  }
+  const syncMode = deviceRng.chance(0.5) ? "sync" : "sync-applied";
   return {
     seed,
     leaseMode: etcd ? "etcd" : "peer",
     etcd: etcd?.terms,
-    ackMode: rng.chance(0.8) ? "sync" : "async",
+    ackMode: rng.chance(0.8) ? syncMode : "async",
+    device,
     mmio,
     lease,
     clockRate: { a: rate(), b: rate() },
@@ -157,6 +180,22 @@ export function drawFailoverParams(seed: number): FailoverParams {
     ].sort((x, y) => x.atMs - y.atMs),
     // A switchover that fails holds guests for its 10 s timeout: the bound covers it.
     livenessBoundMs: Math.max(12_000, 40 * L),
+  };
+}
+
+/**
+ * A device that is mostly quick, with stalls: now and then one operation takes up to a few
+ * leases (the operations behind it wait in order), so a standby's device may still hold a
+ * backlog when its primary's lease has run out — without slowing every frame of the run.
+ */
+function drawDevice(rng: SimRng, lease: LeaseTerms): DeviceParams {
+  const L = lease.leaseMs;
+  const latencyMax = rng.pick([0.02, 0.1, 0.3]) * L * rng.real(0.5, 1);
+  return {
+    latencyMs: [rng.real(0, latencyMax / 4), latencyMax],
+    serviceMs: [0, rng.pick([0, 0.5, 3]) * rng.real(0.5, 1)],
+    stallRate: rng.pick([0.01, 0.05, 0.15]),
+    stallMs: L * rng.real(0.5, 3),
   };
 }
 
@@ -298,6 +337,12 @@ export function formatFailoverParams(p: FailoverParams): string {
   const e = p.etcd;
   return [
     `failover seed=${p.seed} lease.mode=${p.leaseMode} ack=${p.ackMode} mmio=${p.mmio} flushDelayMs=${p.flushDelayMs} flushBytes=${p.flushBytes} maxLagEntries=${p.maxLagEntries}`,
+    `  device: ${NODES.map((n) => {
+      const d = p.device[n];
+      return d
+        ? `${n} latencyMs=${f(d.latencyMs[0])}..${f(d.latencyMs[1])} serviceMs=${f(d.serviceMs[0])}..${f(d.serviceMs[1])} stalls=${f(d.stallRate)}×≤${f(d.stallMs)}ms`
+        : `${n} inline`;
+    }).join(", ")}`,
     ...(e
       ? [
           `  etcd: ttlMs=${e.ttlMs} keepaliveMs=${e.keepaliveMs} pollMs=${e.pollMs} requestTimeoutMs=${e.requestTimeoutMs} latencyMs=${f(e.latencyMs[0])}..${f(e.latencyMs[1])}`,

@@ -2,7 +2,7 @@
 // core) with drifting clocks, guests running the seeded workload through the client's
 // exactly-once logic, and faults — crashes and restarts, pauses shorter and longer than the
 // lease, partitions both ways and one way, broken streams, switchovers, message loss,
-// duplication and delay — for a window of a few leases. Then everything heals and the pair
+// duplication and delay, devices that lag (device.ts) — for a window of a few leases. Then everything heals and the pair
 // must settle within a bound: one primary, an in-sync standby, equal replicas, every guest done.
 // The Checker judges safety all along and the settled state at the end. The same simulation
 // runs the scenario files step by step (FailoverSimulation's actions) with no random faults.
@@ -482,6 +482,7 @@ export class FailoverSimulation {
       p.sender.appliedSeq === p.log.lastSeq &&
       !p.sequencer.mmioPending &&
       p.guests.heldReplies === 0 &&
+      p.backend.progress.doneSeq(p.log.lastSeq) === p.log.lastSeq &&
       s.receiver.state === "replica" &&
       s.receiver.appliedSeq === p.log.lastSeq &&
       s.receiver.eligible
@@ -528,7 +529,8 @@ export class FailoverSimulation {
         `the primary's history holds ${history.length} entries, its log ${p.log.lastSeq}`,
       );
     }
-    const options = p.deps.backendOptions;
+    // The reference replays on an inline device of its own.
+    const { executor: _device, ...options } = p.deps.backendOptions;
     this.checker.finalChecks(
       history,
       this.lineages.of(s.receiver.backend!),

@@ -73,6 +73,8 @@ function noted(deps: SimRoleDeps, n: StandbyNote): void {
   if (n.kind === "woke") deps.stats.selfPauseDetected++;
   else if (n.kind === "ineligible") deps.stats.ineligibleExpiries++;
   else if (n.kind === "etcdKeyAcquired") deps.stats.etcdKeyAcquired++;
+  else if (n.kind === "awaitingBacklog") deps.stats.takeoversAwaitingBacklog++;
+  else if (n.kind === "backlogApplied") deps.stats.backlogsApplied++;
 }
 
 function receiverEvent(

@@ -13,6 +13,9 @@ export interface FailoverStats {
   rejoinsAsStandby: number;
   promotions: number;
   promotionEpochMax: number;
+  /** Takeovers that found a received-but-unapplied backlog and waited for the device. */
+  takeoversAwaitingBacklog: number;
+  backlogsApplied: number;
   ineligibleExpiries: number;
   selfPauseDetected: number;
   stepDownsDiscarding: number;
@@ -71,6 +74,8 @@ export function emptyFailoverStats(): FailoverStats {
     rejoinsAsStandby: 0,
     promotions: 0,
     promotionEpochMax: 0,
+    takeoversAwaitingBacklog: 0,
+    backlogsApplied: 0,
     ineligibleExpiries: 0,
     selfPauseDetected: 0,
     stepDownsDiscarding: 0,

@@ -22,6 +22,8 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   private readonly progressListeners = new Set<() => void>();
   private readonly failureListeners = new Set<(failure: DeviceFailure) => void>();
   private failureValue: DeviceFailure | undefined;
+  /** Depth of submit() calls on the stack (an inline executor completes inside them). */
+  private submitting = 0;
 
   constructor(executor: DeviceExecutor) {
     this.executor = executor;
@@ -42,7 +44,12 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
       if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
     }
     if (onResult !== undefined) this.callbacks.set(index, onResult);
-    this.executor.submit(index, op);
+    this.submitting++;
+    try {
+      this.executor.submit(index, op);
+    } finally {
+      this.submitting--;
+    }
   }
 
   // ---- DeviceProgress ----
@@ -98,6 +105,10 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
       this.waiters.shift()![1]();
     }
     if (this.progressListeners.size === 0) return;
+    // A device that completes inside submit (inline) tells no listener: the submitter is still
+    // on the stack (a snapshot's next() mid-way, say) and sees the work done when it returns,
+    // as with InlineProgress. Listeners hear of completions that come later.
+    if (this.submitting > 0) return;
     for (const listener of this.progressListeners) listener();
   }
 

@@ -34,6 +34,11 @@ export interface SnapshotStream {
    */
   ready?(): boolean;
   release(): void;
+  /**
+   * Whether next() has a chunk now (always, on an inline device); absent: always. A device that
+   * answers later makes it true again with a progress notification (the driver then polls).
+   */
+  ready?(): boolean;
 }
 
 export type SenderState = "disconnected" | "hello" | "snapshot" | "streaming";

@@ -132,6 +132,15 @@ export class StandbyMachine {
     this.options = options;
   }
 
+  /**
+   * A takeover is decided and waits for the device to apply the received backlog. Meanwhile
+   * the old primary must not be acknowledged: an ack would renew the lease that the takeover
+   * counts on having run out (the failover simulator found this).
+   */
+  get holdingTakeover(): boolean {
+    return this.held !== undefined && !this.stopped;
+  }
+
   get parking(): boolean {
     return this.parkingNow && !this.stopped;
   }
