@@ -41,6 +41,8 @@ export interface StartOptions {
   readonly label?: string;
   /** With BENCH_PROFILE_DIR: profile from the start until the first collectProfiles(). */
   readonly profileFromStart?: boolean;
+  /** Another build's spawnVgpud (before-build.ts): runs that build's vgpud; this one's by default. */
+  readonly spawn?: typeof spawnVgpud;
 }
 
 /**
@@ -70,7 +72,7 @@ export async function startNode(
   };
   let spawned: SpawnedNode;
   try {
-    spawned = await spawnVgpud({
+    spawned = await (options.spawn ?? spawnVgpud)({
       config: full,
       dir,
       name: label,
