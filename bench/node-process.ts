@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
 import { profileEnv } from "./cpu-profile.js";
+import { pinNode } from "./pinning.js";
 
 /** Long enough for a node writing a CPU profile at exit. */
 const STOP_GRACE_MS = 20_000;
@@ -71,14 +72,17 @@ export async function startNode(
     if (process.env.BENCH_KEEP_LOGS !== "1") rmSync(dir, { recursive: true, force: true });
   };
   let spawned: SpawnedNode;
+  const pinned = pinNode(label); // BENCH_PIN_CORES (pinning.ts)
   try {
     spawned = await (options.spawn ?? spawnVgpud)({
       config: full,
       dir,
       name: label,
       env: childEnv(label, options.profileFromStart ?? false),
+      ...(pinned === undefined ? {} : { wrap: pinned.wrap }),
     });
   } catch (e) {
+    pinned?.release();
     const tail = logTail(path.join(dir, `${label}.log`));
     removeDir();
     throw new Error(`${(e as Error).message}\n--- end of its log ---\n${tail}`);
@@ -87,6 +91,7 @@ export async function startNode(
   process.on("exit", killAtExit);
   return handle(spawned, label, async () => {
     await spawned.stop(STOP_GRACE_MS);
+    pinned?.release();
     process.off("exit", killAtExit);
     removeDir();
   });

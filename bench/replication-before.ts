@@ -13,6 +13,7 @@ const SESSIONS = 8;
 const ROUNDS = roundsFromEnv(4);
 const CALL_DURATIONS = { warmupMs: 300, measureMs: 1500 };
 const LATENCY_MS = 700;
+const WARM_UP = { warmupMs: 300, measureMs: 300 };
 const STANDALONE_TARGET = 0.95;
 
 const SETUPS = ["standalone", "sync"] as const;
@@ -48,14 +49,19 @@ export async function measureBefore(revOrDir: string): Promise<BeforeAfter> {
         await startPair({ label: label("sync"), mode: "sync", ...spawn }),
       );
     }
-    const rounds = await inRounds(clusters, ROUNDS, async (key, c, round) => {
-      const calls8 = await smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS);
-      const lat = await latency(c.primary.guest, LATENCY_MS);
-      console.log(
-        `  ${key} round ${round + 1}: ${Math.round(calls8.perSecond)} calls/s, p50 ${lat.p50.toFixed(0)} us`,
-      );
-      return { calls8, latency: lat };
-    });
+    const rounds = await inRounds(
+      clusters,
+      ROUNDS,
+      async (key, c, round) => {
+        const calls8 = await smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS);
+        const lat = await latency(c.primary.guest, LATENCY_MS);
+        console.log(
+          `  ${key} round ${round + 1}: ${Math.round(calls8.perSecond)} calls/s, p50 ${lat.p50.toFixed(0)} us`,
+        );
+        return { calls8, latency: lat };
+      },
+      (_, c) => smallCalls(c.primary.guest, c.nodes, SESSIONS, WARM_UP),
+    );
     return { before: build.name, rounds };
   } finally {
     for (const c of clusters.values()) await c.stop();

@@ -32,6 +32,7 @@ const MATRIX_BYTES = SIZE * SIZE * 4;
 const PIPELINE_DEPTH = 4;
 const ROUNDS = roundsFromEnv(3);
 const DURATIONS: Durations = { warmupMs: 300, measureMs: 2000 };
+const WARM_UP: Durations = { warmupMs: 300, measureMs: 300 };
 const TARGET_RATIO = 0.85;
 
 /** JSON names of the set-ups: the replication mode with `_` for `-`. */
@@ -63,7 +64,7 @@ async function iterate(c: Client, a: number, b: number, cs: readonly number[], i
   ]);
 }
 
-function measure(cluster: Cluster, depth: number): Promise<Measured> {
+function measure(cluster: Cluster, depth: number, durations = DURATIONS): Promise<Measured> {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const { session, context } = c!;
     const a = await session.allocBo(context, MATRIX_BYTES);
@@ -72,7 +73,7 @@ function measure(cluster: Cluster, depth: number): Promise<Measured> {
     await session.dmaWrite(context, b, 0, floats(SIZE * SIZE, 2));
     const cs: number[] = [];
     for (let i = 0; i < depth; i++) cs.push(await session.allocBo(context, MATRIX_BYTES));
-    return pipelined(cluster.nodes, [c!], depth, DURATIONS, (_, i) => iterate(c!, a, b, cs, i));
+    return pipelined(cluster.nodes, [c!], depth, durations, (_, i) => iterate(c!, a, b, cs, i));
   });
 }
 
@@ -91,11 +92,16 @@ export async function measureCompute(): Promise<ComputeResult> {
     const rounds: ComputeRounds = {};
     for (const kind of KINDS) {
       const depth = kind === "serial" ? 1 : PIPELINE_DEPTH;
-      const byName = await inRounds(clusters, ROUNDS, async (name, cluster, round) => {
-        const m = await measure(cluster, depth);
-        console.log(`  ${name} ${kind} round ${round + 1}: ${m.perSecond.toFixed(1)} iter/s`);
-        return m;
-      });
+      const byName = await inRounds(
+        clusters,
+        ROUNDS,
+        async (name, cluster, round) => {
+          const m = await measure(cluster, depth);
+          console.log(`  ${name} ${kind} round ${round + 1}: ${m.perSecond.toFixed(1)} iter/s`);
+          return m;
+        },
+        (_, cluster) => measure(cluster, depth, WARM_UP),
+      );
       for (const [name, ms] of Object.entries(byName) as [SetupName, Measured[]][]) {
         rounds[name] = { ...(rounds[name] ?? { serial: [], pipelined: [] }), [kind]: ms };
       }

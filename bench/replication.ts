@@ -23,6 +23,7 @@ import path from "node:path";
 import { leaseOverride } from "./cluster.js";
 import { formatSummary, profileRoot, summarizeProfile } from "./cpu-profile.js";
 import { leaseEventTally } from "./lease-events.js";
+import { PIN_NOTE } from "./pinning.js";
 import { rawTcp } from "./raw-tcp.js";
 import { BEFORE_NOTE, beforeMetrics, DEFAULT_BEFORE, measureBefore } from "./replication-before.js";
 import { COMPUTE_NOTE, computeMetrics, measureCompute } from "./replication-compute.js";
@@ -227,6 +228,7 @@ function notes(loadBefore: number[], wallSeconds: number, phases: Set<Phase>): s
     `${os.cpus().length} cores shared by the benchmark client, every node (primary, standby), the counting proxy and anything else running on the machine; load average at start ${loadBefore.map((l) => l.toFixed(2)).join(" ")}; the *_cpu_* rows give client/node/standby CPU and the whole machine's busy CPU (of 200 %) while measuring`,
     ...PHASES.filter((p) => phases.has(p)).map((p) => phaseNotes[p]),
     `whole run ${wallSeconds.toFixed(0)} s`,
+    ...PIN_NOTE(),
     ...(leaseOverride()
       ? [`BENCH_LEASE_MS: every pair ran with lease ${JSON.stringify(leaseOverride())}`]
       : []),

@@ -7,13 +7,19 @@ import { median } from "./timing.js";
 export const rotation = <K>(keys: readonly K[], round: number): K[] =>
   keys.map((_, i) => keys[(round + i) % keys.length]!);
 
-/** `rounds` rounds of `measure` over every set-up in `setups`; results by key, in round order. */
+/**
+ * `rounds` rounds of `measure` over every set-up in `setups`; results by key, in round order.
+ * With `warmUp`, every set-up is first visited once unmeasured (fresh processes run cold code:
+ * without it the first set-up of round 1 would pay for the client's warm-up alone).
+ */
 export async function inRounds<K extends string, C, T>(
   setups: ReadonlyMap<K, C>,
   rounds: number,
   measure: (key: K, setup: C, round: number) => Promise<T>,
+  warmUp?: (key: K, setup: C) => Promise<unknown>,
 ): Promise<Record<K, T[]>> {
   const keys = [...setups.keys()];
+  if (warmUp !== undefined) for (const key of keys) await warmUp(key, setups.get(key)!);
   const out = Object.fromEntries(keys.map((k) => [k, [] as T[]])) as Record<K, T[]>;
   for (let round = 0; round < rounds; round++) {
     for (const key of rotation(keys, round)) {
