@@ -167,7 +167,7 @@ export async function runReplication(options: ReplicationOptions = {}): Promise<
   metrics.push({
     name: "lease_events",
     value: onRunLease.reduce((n, [, e]) => n + e.lapses + e.promotions + e.stepDowns, 0),
-    unit: "lapses+promotions+step-downs in logs (modes, snapshot pairs)",
+    unit: "lapses+promotions+step-downs in logs (modes, snapshot, compute, before pairs)",
     target: { kind: "atMost", value: 0, note: "pairs stayed pairs" },
   });
   metrics.push({
