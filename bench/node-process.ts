@@ -57,6 +57,7 @@ export async function startNode(
   options: StartOptions = {},
 ): Promise<NodeProcess> {
   const label = options.label ?? String(config.nodeId ?? "node");
+  const pinned = pinNode(label); // BENCH_PIN_CORES (pinning.ts); throws before anything exists
   const dir = mkdtempSync(path.join(os.tmpdir(), "vgpu-bench-"));
   const full = {
     ...config,
@@ -72,7 +73,6 @@ export async function startNode(
     if (process.env.BENCH_KEEP_LOGS !== "1") rmSync(dir, { recursive: true, force: true });
   };
   let spawned: SpawnedNode;
-  const pinned = pinNode(label); // BENCH_PIN_CORES (pinning.ts)
   try {
     spawned = await (options.spawn ?? spawnVgpud)({
       config: full,
