@@ -23,6 +23,7 @@ import {
   pipelined,
   withClients,
 } from "./guest-workload.js";
+import { leaseEventTally } from "./lease-events.js";
 import type { Metric } from "./report.js";
 import { inRounds, medianRatio, roundsFromEnv } from "./rounds.js";
 import { median } from "./timing.js";
@@ -124,10 +125,16 @@ export function computeMetrics(r: ComputeResult): Metric[] {
       const ms = kinds[kind];
       const cpu = (pick: (m: Measured) => number) => median(ms.map(pick)).toFixed(0);
       const standby = name === "standalone" ? "" : `, standby ${cpu((m) => m.nodePcts[1]!)} %`;
+      // Figures of a pair that failed over while measured are not the mode's: say so.
+      const lease = leaseEventTally().get(`compute-${name}`);
+      const broken =
+        lease !== undefined && lease.lapses + lease.promotions + lease.stepDowns > 0
+          ? `; PAIR NOT WHOLE: lapses ${lease.lapses}, promotions ${lease.promotions}, step-downs ${lease.stepDowns}`
+          : "";
       out.push({
         name: `compute_${name}_iter_per_s_${kind}`,
         value: median(ms.map((m) => m.perSecond)),
-        unit: `iter/s (median of ${ms.length}; CPU client ${cpu((m) => m.clientPct)} %, node ${cpu((m) => m.nodePcts[0]!)} %${standby}, machine ${cpu((m) => m.machinePct)} % of 200)`,
+        unit: `iter/s (median of ${ms.length}; CPU client ${cpu((m) => m.clientPct)} %, node ${cpu((m) => m.nodePcts[0]!)} %${standby}, machine ${cpu((m) => m.machinePct)} % of 200${broken})`,
       });
     }
   }
