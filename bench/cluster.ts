@@ -1,13 +1,15 @@
 // The node set-ups the replication benchmark measures side by side: a standalone node, and a
 // primary/standby pair (standby started first, then the primary dialling it directly or
 // through a counting proxy, then wait until the primary streams).
+import { ConfigSchema } from "@vgpu-ha/common";
 import { type CountingProxy, startCountingProxy } from "./counting-proxy.js";
-import { BENCH_TENANT } from "./guest-workload.js";
+import { BENCH_OTHER_TENANT, BENCH_TENANT } from "./guest-workload.js";
 import { tallyLeaseEvents } from "./lease-events.js";
-import { type NodeProcess, startNode } from "./node-process.js";
+import { type NodeProcess, type StartOptions, startNode } from "./node-process.js";
 import { waitStreaming } from "./ops-client.js";
 
-export type ReplicationMode = "sync" | "async";
+/** `sync-applied` only where the build's config accepts it (ack-modes; see acceptsMode). */
+export type ReplicationMode = "sync" | "async" | "sync-applied";
 export type MmioReplication = "per-page" | "per-store";
 
 const ADMIN_TOKEN = "bench-admin-token-0001";
@@ -16,7 +18,11 @@ const CLUSTER_ID = "bench";
 const COMMON = {
   clusterId: CLUSTER_ID,
   ops: { token: ADMIN_TOKEN },
-  tenants: [{ ...BENCH_TENANT, vramQuotaBytes: "3GiB", boQuota: 100_000 }],
+  tenants: [
+    { ...BENCH_TENANT, vramQuotaBytes: "3GiB", boQuota: 100_000 },
+    // A second tenant for the heavy calls (replication-heavy.ts).
+    { ...BENCH_OTHER_TENANT, vramQuotaBytes: "3GiB", boQuota: 1000 },
+  ],
 };
 const DEVICE = { vramBytes: "4GiB", maxBoBytes: "1GiB" };
 
@@ -48,17 +54,20 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-export async function startStandalone(label: string): Promise<Cluster> {
+/** Which build's vgpud a node runs (before-build.ts); this build's when left out. */
+type Build = Pick<StartOptions, "spawn">;
+
+export async function startStandalone(label: string, build: Build = {}): Promise<Cluster> {
   const node = await startNode(
     { ...COMMON, nodeId: "s", role: "standalone", device: { ...DEVICE, seed: 1 } },
-    { label },
+    { label, ...build },
   );
   return { primary: node, standby: undefined, proxy: undefined, nodes: [node], stop: node.stop };
 }
 
 export function startStandby(
   label: string,
-  options: { listen?: string; lease?: LeaseTerms; profileFromStart?: boolean } = {},
+  options: { listen?: string; lease?: LeaseTerms; profileFromStart?: boolean } & Build = {},
 ): Promise<NodeProcess> {
   return startNode(
     {
@@ -70,11 +79,11 @@ export function startStandby(
       ...leaseConfig(options.lease),
       device: { ...DEVICE, seed: 2 },
     },
-    { label, profileFromStart: options.profileFromStart ?? false },
+    { label, profileFromStart: options.profileFromStart ?? false, spawn: options.spawn },
   );
 }
 
-export interface PrimaryOptions {
+export interface PrimaryOptions extends Build {
   readonly label: string;
   readonly mode: ReplicationMode;
   readonly mmio?: MmioReplication;
@@ -83,30 +92,43 @@ export interface PrimaryOptions {
   readonly lease?: LeaseTerms;
 }
 
-export function startPrimary(o: PrimaryOptions): Promise<NodeProcess> {
-  return startNode(
-    {
-      ...COMMON,
-      nodeId: "a",
-      role: "primary",
-      peer: { name: "b", replicationAddress: o.peer },
-      replication: { mode: o.mode },
-      mmio: { replication: o.mmio ?? "per-page" },
-      ...leaseConfig(o.lease),
-      device: { ...DEVICE, seed: 1 },
-    },
-    { label: o.label },
-  );
+/** The config a benchmark primary runs with (before startNode adds addresses and stateDir). */
+export function primaryConfig(o: Omit<PrimaryOptions, "label">): Record<string, unknown> {
+  return {
+    ...COMMON,
+    nodeId: "a",
+    role: "primary",
+    peer: { name: "b", replicationAddress: o.peer },
+    replication: { mode: o.mode },
+    mmio: { replication: o.mmio ?? "per-page" },
+    ...leaseConfig(o.lease),
+    device: { ...DEVICE, seed: 1 },
+  };
 }
 
-/** A streaming pair; with `countWire`, the primary dials the standby through a counting proxy. */
-export async function startPair(o: {
-  label: string;
-  mode: ReplicationMode;
-  mmio?: MmioReplication;
-  countWire?: boolean;
-  lease?: LeaseTerms;
-}): Promise<Cluster> {
+/** Whether this build's config takes `replication.mode: mode` (sync-applied arrives with ack-modes). */
+export function acceptsMode(mode: ReplicationMode): boolean {
+  return ConfigSchema.safeParse(primaryConfig({ mode, peer: "127.0.0.1:1" })).success;
+}
+
+export function startPrimary(o: PrimaryOptions): Promise<NodeProcess> {
+  return startNode(primaryConfig(o), { label: o.label, spawn: o.spawn });
+}
+
+/**
+ * A streaming pair; with `countWire`, the primary dials the standby through a counting proxy;
+ * with `standbyListen`, the standby serves replication there (to restart it at that address).
+ */
+export async function startPair(
+  o: {
+    label: string;
+    mode: ReplicationMode;
+    mmio?: MmioReplication;
+    countWire?: boolean;
+    lease?: LeaseTerms;
+    standbyListen?: string;
+  } & Build,
+): Promise<Cluster> {
   const started: { stop(): Promise<void> }[] = [];
   const nodes: NodeProcess[] = [];
   const stop = async () => {
@@ -114,7 +136,11 @@ export async function startPair(o: {
     for (const s of started.reverse()) await s.stop();
   };
   try {
-    const standby = await startStandby(`${o.label}-standby`, { lease: o.lease });
+    const standby = await startStandby(`${o.label}-standby`, {
+      lease: o.lease,
+      listen: o.standbyListen,
+      spawn: o.spawn,
+    });
     started.push(standby);
     nodes.push(standby);
     const proxy = o.countWire ? await startCountingProxy(standby.replication!) : undefined;
@@ -125,6 +151,7 @@ export async function startPair(o: {
       mmio: o.mmio,
       peer: proxy?.address ?? standby.replication!,
       lease: o.lease,
+      spawn: o.spawn,
     });
     started.push(primary);
     nodes.push(primary);

@@ -9,6 +9,8 @@ import { percentile } from "./timing.js";
 const MiB = 2 ** 20;
 
 export const BENCH_TENANT = { name: "bench", token: "bench-token-0001" } as const;
+/** A second tenant, for work beside BENCH_TENANT's (the heavy calls). */
+export const BENCH_OTHER_TENANT = { name: "bench-other", token: "bench-token-0002" } as const;
 
 /** Warm-up, then the measured stretch. */
 export interface Durations {
@@ -37,11 +39,17 @@ export interface CpuUse {
   readonly machinePct: number;
 }
 
-export async function openClient(endpoint: string): Promise<Client> {
+/** A session of BENCH_TENANT (or `tenant`) with one context; `endpoints` for both nodes of a pair. */
+export async function openClient(
+  endpoint: string | readonly string[],
+  tenant: { readonly name: string; readonly token: string } = BENCH_TENANT,
+  options: { readonly failoverTimeoutMs?: number } = {},
+): Promise<Client> {
   const session = await Session.open({
-    endpoint,
-    tenant: BENCH_TENANT.name,
-    token: BENCH_TENANT.token,
+    ...(typeof endpoint === "string" ? { endpoint } : { endpoints: endpoint }),
+    tenant: tenant.name,
+    token: tenant.token,
+    ...options,
   });
   return { session, context: await session.createContext() };
 }
@@ -171,4 +179,26 @@ export function dmaWrites(endpoint: string, nodes: readonly NodeProcess[], durat
     );
     return { ...r, mbPerSecond: (r.perSecond * DMA_CHUNK_BYTES) / 1e6 };
   });
+}
+
+/** Fences from every client, `window` outstanding each, until stop(): the calls answered. */
+export function backgroundCalls(clients: readonly Client[], window: number) {
+  let stopping = false;
+  let answered = 0;
+  const worker = async (c: Client) => {
+    while (!stopping) {
+      await c.session.fence(c.context);
+      answered++;
+    }
+  };
+  const all = Promise.all(clients.flatMap((c) => Array.from({ length: window }, () => worker(c))));
+  all.catch(() => undefined); // a failed call surfaces in stop()
+  return {
+    answered: () => answered,
+    stop: async () => {
+      stopping = true;
+      await all;
+      return answered;
+    },
+  };
 }

@@ -10,8 +10,12 @@ export interface CallSample {
 }
 
 export interface LatencySampler {
-  /** Stops after the call in flight; the samples so far. */
-  stop(): Promise<CallSample[]>;
+  /**
+   * Stops after the call in flight, waiting for it at most `boundMs` (no bound by default): a
+   * call still unanswered then is a sample answered at +Infinity. A call that failed ended the
+   * sampling: stop() throws its error.
+   */
+  stop(boundMs?: number): Promise<CallSample[]>;
 }
 
 const wallMs = () => performance.timeOrigin + performance.now();
@@ -19,18 +23,36 @@ const wallMs = () => performance.timeOrigin + performance.now();
 export function sampleLatency(client: Client): LatencySampler {
   const samples: CallSample[] = [];
   let stopping = false;
+  let inFlightSentMs: number | undefined;
+  let failure: { error: unknown } | undefined;
   const loop = (async () => {
     while (!stopping) {
       const sentMs = wallMs();
+      inFlightSentMs = sentMs;
       await client.session.fence(client.context);
+      inFlightSentMs = undefined;
       samples.push({ sentMs, answeredMs: wallMs() });
     }
-  })();
+  })().catch((error: unknown) => {
+    failure = { error };
+  });
   return {
-    stop: async () => {
+    stop: async (boundMs = Number.POSITIVE_INFINITY) => {
       stopping = true;
-      await loop;
-      return samples;
+      let timer: NodeJS.Timeout | undefined;
+      const bound = Number.isFinite(boundMs)
+        ? new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, boundMs);
+          })
+        : new Promise<void>(() => undefined);
+      await Promise.race([loop, bound]);
+      clearTimeout(timer);
+      if (failure !== undefined) throw failure.error;
+      const unanswered =
+        inFlightSentMs === undefined
+          ? []
+          : [{ sentMs: inFlightSentMs, answeredMs: Number.POSITIVE_INFINITY }];
+      return [...samples, ...unanswered];
     },
   };
 }

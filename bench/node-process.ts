@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
 import { profileEnv } from "./cpu-profile.js";
+import { pinNode } from "./pinning.js";
 
 /** Long enough for a node writing a CPU profile at exit. */
 const STOP_GRACE_MS = 20_000;
@@ -41,6 +42,8 @@ export interface StartOptions {
   readonly label?: string;
   /** With BENCH_PROFILE_DIR: profile from the start until the first collectProfiles(). */
   readonly profileFromStart?: boolean;
+  /** Another build's spawnVgpud (before-build.ts): runs that build's vgpud; this one's by default. */
+  readonly spawn?: typeof spawnVgpud;
 }
 
 /**
@@ -54,6 +57,7 @@ export async function startNode(
   options: StartOptions = {},
 ): Promise<NodeProcess> {
   const label = options.label ?? String(config.nodeId ?? "node");
+  const pinned = pinNode(label); // BENCH_PIN_CORES (pinning.ts); throws before anything exists
   const dir = mkdtempSync(path.join(os.tmpdir(), "vgpu-bench-"));
   const full = {
     ...config,
@@ -70,13 +74,15 @@ export async function startNode(
   };
   let spawned: SpawnedNode;
   try {
-    spawned = await spawnVgpud({
+    spawned = await (options.spawn ?? spawnVgpud)({
       config: full,
       dir,
       name: label,
       env: childEnv(label, options.profileFromStart ?? false),
+      ...(pinned === undefined ? {} : { wrap: pinned.wrap }),
     });
   } catch (e) {
+    pinned?.release();
     const tail = logTail(path.join(dir, `${label}.log`));
     removeDir();
     throw new Error(`${(e as Error).message}\n--- end of its log ---\n${tail}`);
@@ -85,6 +91,7 @@ export async function startNode(
   process.on("exit", killAtExit);
   return handle(spawned, label, async () => {
     await spawned.stop(STOP_GRACE_MS);
+    pinned?.release();
     process.off("exit", killAtExit);
     removeDir();
   });

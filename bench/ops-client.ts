@@ -19,8 +19,12 @@ export interface NodeStatus {
   readonly [field: string]: unknown;
 }
 
-export async function status(node: NodeProcess): Promise<NodeStatus> {
-  const response = await fetch(`${node.ops}/v1/status`);
+/** `timeoutMs` bounds the request (a node whose loop is blocked answers late). */
+const bounded = (timeoutMs: number | undefined) =>
+  timeoutMs === undefined ? {} : { signal: AbortSignal.timeout(timeoutMs) };
+
+export async function status(node: NodeProcess, timeoutMs?: number): Promise<NodeStatus> {
+  const response = await fetch(`${node.ops}/v1/status`, bounded(timeoutMs));
   if (!response.ok) throw new Error(`${node.label}: GET /v1/status ${response.status}`);
   return (await response.json()) as NodeStatus;
 }
@@ -28,8 +32,8 @@ export async function status(node: NodeProcess): Promise<NodeStatus> {
 /** Prometheus samples of one scrape, keyed by `name{labels}` as written. */
 export type Samples = ReadonlyMap<string, number>;
 
-export async function scrape(node: NodeProcess): Promise<Samples> {
-  const response = await fetch(`${node.ops}/metrics`);
+export async function scrape(node: NodeProcess, timeoutMs?: number): Promise<Samples> {
+  const response = await fetch(`${node.ops}/metrics`, bounded(timeoutMs));
   if (!response.ok) throw new Error(`${node.label}: GET /metrics ${response.status}`);
   const samples = new Map<string, number>();
   for (const line of (await response.text()).split("\n")) {

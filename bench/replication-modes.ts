@@ -15,6 +15,7 @@ import {
   smallCalls,
 } from "./guest-workload.js";
 import type { Metric, Target } from "./report.js";
+import { inRounds, medianRatio } from "./rounds.js";
 import { median } from "./timing.js";
 
 export const MODES = ["standalone", "async", "sync"] as const;
@@ -34,24 +35,6 @@ export interface ModeRounds {
   readonly calls8: Measured[];
   readonly dma: (Measured & { mbPerSecond: number })[];
   readonly latency: { p50: number; p99: number; calls: number }[];
-}
-
-/** Round r visits the modes starting at r mod 3. */
-const rotation = (round: number): ModeName[] =>
-  MODES.map((_, i) => MODES[(round + i) % MODES.length]!);
-
-async function inRounds<T>(
-  clusters: ReadonlyMap<ModeName, Cluster>,
-  rounds: number,
-  measure: (mode: ModeName, c: Cluster, round: number) => Promise<T>,
-): Promise<Record<ModeName, T[]>> {
-  const out = { standalone: [], async: [], sync: [] } as Record<ModeName, T[]>;
-  for (let round = 0; round < rounds; round++) {
-    for (const mode of rotation(round)) {
-      out[mode].push(await measure(mode, clusters.get(mode)!, round));
-    }
-  }
-  return out;
 }
 
 export async function measureModes(profiles: string[]): Promise<Record<ModeName, ModeRounds>> {
@@ -90,10 +73,7 @@ function roundRatio(
   mode: ModeName,
   series: (x: ModeRounds) => readonly number[],
 ): number {
-  const mine = series(r[mode]);
-  const base = series(r.standalone);
-  const n = Math.min(mine.length, base.length);
-  return median(mine.slice(0, n).map((v, i) => v / base[i]!));
+  return medianRatio(series(r[mode]), series(r.standalone));
 }
 
 const callsAt = (x: ModeRounds) => x.calls8.map((m) => m.perSecond);

@@ -7,8 +7,14 @@
 //             longest call a guest of the primary saw meanwhile
 //   raw       a plain Node TCP pump between two processes: the physical reference
 //   retain    the retained log's heap at its replication.retainBytes cap (in process)
+//   compute   gemm 256³ + 256 KiB readback, serial and pipelined, standalone vs every mode (#14)
+//   heavy     a 1 GiB fill and a gemm at maxKernelWork under another tenant's small calls (#14)
+//   resync    a standby restarted empty while a guest loads the primary: time to eligible and
+//             the primary's longest reply stall after the snapshot (#14)
+//   before    standalone and sync small calls against another build (--before REV|DIR) (#14)
 // and whether the pairs stayed pairs (lease lapses, promotions, step-downs in their logs).
-// BENCH_PHASES=modes,mmio,… runs a subset (written as replication-<phases>.json);
+// `--phase modes,mmio,…` (or BENCH_PHASES=…) runs a subset (written as replication-<phases>.json);
+// BENCH_ROUNDS=N sets the rounds of compute and before (a quick check: 1);
 // BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
 // BENCH_LEASE_MS=N runs the pairs on an N ms lease (replication-…-leaseN.json);
 // BENCH_KEEP_LOGS=1 keeps every node's directory and log.
@@ -17,34 +23,59 @@ import path from "node:path";
 import { leaseOverride } from "./cluster.js";
 import { formatSummary, profileRoot, summarizeProfile } from "./cpu-profile.js";
 import { leaseEventTally } from "./lease-events.js";
+import { PIN_NOTE } from "./pinning.js";
 import { rawTcp } from "./raw-tcp.js";
+import { BEFORE_NOTE, beforeMetrics, DEFAULT_BEFORE, measureBefore } from "./replication-before.js";
+import { COMPUTE_NOTE, computeMetrics, measureCompute } from "./replication-compute.js";
+import { HEAVY_NOTE, heavyMetrics, measureHeavy } from "./replication-heavy.js";
 import { MMIO_NOTE, measureMmioModes } from "./replication-mmio.js";
 import { MODES_NOTE, measureModes, modeMetrics } from "./replication-modes.js";
+import { measureResync, RESYNC_NOTE, resyncMetrics } from "./replication-resync.js";
 import { measureRetain, RETAIN_NOTE, retainMetrics } from "./replication-retain.js";
 import { measureSnapshots, SNAPSHOT_NOTE, snapshotMetrics } from "./replication-snapshot.js";
 import { type Metric, publish } from "./report.js";
 
 const GiB = 2 ** 30;
 
-const PHASES = ["raw", "modes", "mmio", "snapshot", "retain"] as const;
+const PHASES = [
+  "raw",
+  "modes",
+  "mmio",
+  "snapshot",
+  "retain",
+  "compute",
+  "heavy",
+  "resync",
+  "before",
+] as const;
 type Phase = (typeof PHASES)[number];
+
+export interface ReplicationOptions {
+  /** Phases to run (BENCH_PHASES when left out; all when neither). */
+  readonly phases?: readonly string[];
+  /** The build the `before` phase compares with: a git revision or a built checkout. */
+  readonly before?: string;
+}
+
+/** Pairs whose lease trouble is what their phase measures, or that run a lease of their own. */
+const OWN_LEASE_ACCOUNT = ["mmio-", "heavy-", "resync-"];
 
 const RAW_TCP_BYTES = GiB;
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-function selectedPhases(): Set<Phase> {
+function selectedPhases(given: readonly string[] | undefined): Set<Phase> {
   const env = process.env.BENCH_PHASES;
-  if (env === undefined || env === "") return new Set(PHASES);
-  const chosen = env.split(",").map((p) => p.trim());
+  if (given === undefined && (env === undefined || env === "")) return new Set(PHASES);
+  const chosen = given ?? env!.split(",").map((p) => p.trim());
   for (const p of chosen) {
     if (!(PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p}`);
   }
   return new Set(chosen as Phase[]);
 }
 
-export async function runReplication(): Promise<void> {
-  const phases = selectedPhases();
+export async function runReplication(options: ReplicationOptions = {}): Promise<void> {
+  const phases = selectedPhases(options.phases);
   const loadBefore = os.loadavg();
   const startedMs = performance.now();
   const profiles: string[] = [];
@@ -98,13 +129,45 @@ export async function runReplication(): Promise<void> {
     data.retain = retain;
   }
 
+  if (phases.has("compute")) {
+    console.log("compute: gemm 256 + 256 KiB readback, standalone vs each mode");
+    const compute = await measureCompute();
+    metrics.push(...computeMetrics(compute));
+    data.compute = compute;
+  }
+
+  if (phases.has("heavy")) {
+    console.log("heavy: a 1 GiB fill and a gemm at maxKernelWork beside another tenant's calls");
+    const heavy = await measureHeavy();
+    metrics.push(...heavyMetrics(heavy));
+    data.heavy = heavy;
+  }
+
+  if (phases.has("resync")) {
+    console.log("resync: the standby restarted empty while guests load the primary");
+    const resync = await measureResync();
+    metrics.push(...resyncMetrics(resync));
+    data.resync = resync;
+  }
+
+  if (phases.has("before")) {
+    const before = options.before ?? process.env.BENCH_BEFORE ?? DEFAULT_BEFORE;
+    console.log(`before: small calls, this build against ${before}`);
+    const r = await measureBefore(before);
+    metrics.push(...beforeMetrics(r));
+    data.before = r;
+  }
+
   const leaseEvents = [...leaseEventTally()];
-  // The mmio pairs run on a lease of their own (replication-mmio.ts): counted apart, in data.
-  const onRunLease = leaseEvents.filter(([label]) => !label.startsWith("mmio-"));
+  // The mmio pairs run on a lease of their own (replication-mmio.ts), the heavy and resync
+  // pairs report their lease trouble as their own metrics: counted apart, in data.
+  const onRunLease = leaseEvents.filter(
+    ([label]) => !OWN_LEASE_ACCOUNT.some((prefix) => label.startsWith(prefix)),
+  );
   metrics.push({
     name: "lease_events",
     value: onRunLease.reduce((n, [, e]) => n + e.lapses + e.promotions + e.stepDowns, 0),
-    unit: "lapses+promotions+step-downs in logs (modes, snapshot pairs)",
+    unit: "lapses+promotions+step-downs in logs (modes, snapshot, compute, before pairs)",
     target: { kind: "atMost", value: 0, note: "pairs stayed pairs" },
   });
   metrics.push({
@@ -128,7 +191,7 @@ export async function runReplication(): Promise<void> {
     ratios: Object.fromEntries(
       metrics.filter((m) => m.unit === "ratio").map((m) => [m.name, m.value]),
     ),
-    notes: notes(loadBefore, data.wallSeconds as number),
+    notes: notes(loadBefore, data.wallSeconds as number, phases),
     data,
   });
   if (profiles.length > 0) {
@@ -149,15 +212,23 @@ function groupProfiles(files: readonly string[]): Map<string, string[]> {
   return groups;
 }
 
-function notes(loadBefore: number[], wallSeconds: number): string[] {
+function notes(loadBefore: number[], wallSeconds: number, phases: Set<Phase>): string[] {
+  const phaseNotes: Record<Phase, string> = {
+    raw: RAW_TCP_NOTE,
+    modes: MODES_NOTE,
+    mmio: MMIO_NOTE,
+    snapshot: SNAPSHOT_NOTE,
+    retain: RETAIN_NOTE,
+    compute: COMPUTE_NOTE,
+    heavy: HEAVY_NOTE,
+    resync: RESYNC_NOTE,
+    before: BEFORE_NOTE,
+  };
   return [
     `${os.cpus().length} cores shared by the benchmark client, every node (primary, standby), the counting proxy and anything else running on the machine; load average at start ${loadBefore.map((l) => l.toFixed(2)).join(" ")}; the *_cpu_* rows give client/node/standby CPU and the whole machine's busy CPU (of 200 %) while measuring`,
-    MODES_NOTE,
-    MMIO_NOTE,
-    SNAPSHOT_NOTE,
-    RAW_TCP_NOTE,
-    RETAIN_NOTE,
+    ...PHASES.filter((p) => phases.has(p)).map((p) => phaseNotes[p]),
     `whole run ${wallSeconds.toFixed(0)} s`,
+    ...PIN_NOTE(),
     ...(leaseOverride()
       ? [`BENCH_LEASE_MS: every pair ran with lease ${JSON.stringify(leaseOverride())}`]
       : []),

@@ -1,14 +1,16 @@
 // Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|all`.
-// Each prints a table and writes bench/results/<name>.json.
+// Each prints a table and writes bench/results/<name>.json. The replication benchmark also
+// takes `--phase a,b` (its phases; as BENCH_PHASES) and `--before REV|DIR` (the build its
+// `before` phase compares with; HEAD~1 by default).
 import { runDeviceCrossing } from "./device-crossing.js";
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
 import { runKernelSpeed } from "./kernel-speed.js";
-import { runReplication } from "./replication.js";
+import { type ReplicationOptions, runReplication } from "./replication.js";
 
-const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
+const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> = new Map([
   ["gpu-model", runGpuModel],
   ["guest", runGuest],
   ["replication", runReplication],
@@ -18,16 +20,31 @@ const BENCHMARKS: ReadonlyMap<string, () => Promise<void>> = new Map([
   ["device-crossing", runDeviceCrossing],
 ]);
 
-const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>`;
+const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>
+       npm run bench -- replication [--phase PHASE,…] [--before REV|DIR]`;
+
+/** The flags after the name, or undefined when they are not understood. */
+function parseFlags(name: string, rest: readonly string[]): ReplicationOptions | undefined {
+  const options: { phases?: string[]; before?: string } = {};
+  for (let i = 0; i < rest.length; i += 2) {
+    const [flag, value] = [rest[i], rest[i + 1]];
+    if (name !== "replication" || value === undefined) return undefined;
+    if (flag === "--phase") options.phases = value.split(",").map((p) => p.trim());
+    else if (flag === "--before") options.before = value;
+    else return undefined;
+  }
+  return options;
+}
 
 async function main(argv: readonly string[]): Promise<number> {
   const name = argv[0];
-  if (argv.length !== 1 || name === undefined || (name !== "all" && !BENCHMARKS.has(name))) {
+  const options = name === undefined ? undefined : parseFlags(name, argv.slice(1));
+  if (name === undefined || options === undefined || (name !== "all" && !BENCHMARKS.has(name))) {
     console.error(USAGE);
     return 2;
   }
   const chosen = name === "all" ? [...BENCHMARKS.values()] : [BENCHMARKS.get(name)!];
-  for (const run of chosen) await run();
+  for (const run of chosen) await run(options);
   return 0;
 }
 

@@ -137,7 +137,7 @@ export async function snapshotCatchUp(
 }
 
 /** Buffers of at most 256 MiB, every word written non-zero by the fill kernel. */
-async function fill(c: Client, totalBytes: number): Promise<void> {
+export async function fill(c: Client, totalBytes: number): Promise<void> {
   for (let done = 0, i = 1; done < totalBytes; i++) {
     const bytes = Math.min(BO_BYTES_MAX, totalBytes - done);
     const bo = await c.session.allocBo(c.context, bytes);
