@@ -135,11 +135,10 @@ export const ConfigSchema = z
         maxKernelWork: count(1, 2 ** 40).default(2 ** 28),
         /**
          * Where the device (VRAM and kernels) runs: `worker`, its own thread, so no kernel
-         * ever blocks the node's event loop; `inline`, on the event loop (as before #14).
-         * Default `inline` until the late result summaries of #14 land (a dmaRead's output
-         * summary needs the device's data).
+         * ever blocks the node's event loop; `inline`, on the event loop (as before #14: for
+         * tools and tests that want everything in one thread).
          */
-        thread: z.enum(["worker", "inline"]).default("inline"),
+        thread: z.enum(["worker", "inline"]).default("worker"),
         /**
          * One piece of device work (a kernel, a copy…) not finished within this counts as a
          * failed GPU (as does the device thread's death): the node reports it and stops
