@@ -169,10 +169,14 @@ export class ReplicationPair {
   /** Waits until the primary streams to a standby that is a complete replica. */
   async waitInSync(timeoutMs = 60_000): Promise<{ primary: NodeStatus; standby: NodeStatus }> {
     return waitFor(
-      "primary streaming to a replica",
+      "primary streaming to an eligible replica",
       async () => {
         const [p, s] = await Promise.all([status(this.primary), status(this.liveStandby)]);
-        return p.replication?.state === "streaming" && s.replication?.state === "replica"
+        // In sync: the standby holds the grant too (it comes with a heartbeat after the
+        // standby's device applied what the primary released).
+        return p.replication?.state === "streaming" &&
+          s.replication?.state === "replica" &&
+          s.replication.eligible === true
           ? { primary: p, standby: s }
           : undefined;
       },
