@@ -24,6 +24,13 @@ async function main(): Promise<number> {
   const configs = new Map<string, Record<string, unknown>>();
   const nodes = new Map<string, SpawnedNode>();
   let stopping = false;
+  // Ctrl-C reaches the whole process group: the nodes may exit before the demo guest stops.
+  // From the signal on, an exit is the stop, not a crash to restart.
+  const markStopping = () => {
+    stopping = true;
+  };
+  process.once("SIGINT", markStopping);
+  process.once("SIGTERM", markStopping);
   let generation = 0;
   /** Starts a node; if it dies while we run, starts it again a second later (like systemd). */
   const starting = new Set<Promise<SpawnedNode>>();
@@ -189,8 +196,11 @@ async function keepRunning(session: Session, nodes: Map<string, SpawnedNode>): P
   }, 2000);
   await stopped;
   clearInterval(timer);
-  await load;
-  await session.close().catch(() => undefined);
+  // Ctrl-C reaches the nodes too: a call to a node that is gone would wait for it forever.
+  const atMostASecond = (p: Promise<unknown>) =>
+    Promise.race([p, new Promise((r) => setTimeout(r, 1000))]);
+  await atMostASecond(load);
+  await atMostASecond(session.close().catch(() => undefined));
 }
 
 main().then((code) => process.exit(code));
