@@ -35,6 +35,12 @@ export class SnapshotSource {
   private finished = false;
   private released = false;
   private waiting: ((chunk: SnapshotChunk | undefined) => void) | undefined;
+  /**
+   * The metadata (chunk 0) holds the session tables' cached replies, and a dmaRead's reply
+   * data is filled by the device: chunk 0 is ready once the device has done everything
+   * submitted before the snapshot began.
+   */
+  private metaReady = false;
   /** Called when a chunk the reader waits for arrives from the device (never synchronously). */
   onChunkReady: (() => void) | undefined;
   sentBytes = 0;
@@ -49,6 +55,14 @@ export class SnapshotSource {
     this.atSeq = atSeq;
     this.chunkBytesMax = Math.max(PAGE_SIZE_BYTES, chunkBytesMax);
     this.meta = exportMeta(backend);
+    backend.progress.afterDevice(() => {
+      this.metaReady = true;
+      const waiting = this.waiting;
+      if (waiting !== undefined && this.nextIndex === 0 && !this.released) {
+        this.waiting = undefined;
+        waiting(this.next());
+      }
+    });
     const list = [];
     for (const ctx of [...backend.contexts.values()].sort((a, b) => a.handle - b.handle)) {
       for (const gbo of [...ctx.bos.values()].sort((a, b) => a.handle - b.handle)) {
@@ -88,7 +102,8 @@ export class SnapshotSource {
 
   /** True when next() has a chunk now (or the snapshot is finished); else one is on its way. */
   ready(): boolean {
-    if (this.finished || this.nextIndex === 0 || this.arrived.length > 0) return true;
+    if (this.nextIndex === 0) return this.metaReady;
+    if (this.finished || this.arrived.length > 0) return true;
     this.askAhead();
     return this.arrived.length > 0;
   }
