@@ -8,11 +8,11 @@ import { performance } from "node:perf_hooks";
 import { type Call, type CallResult, ErrorCode } from "@vgpu-ha/common";
 import { Backend, type Failure } from "@vgpu-ha/gpu-model";
 import { workerExecutor } from "@vgpu-ha/gpu-model/worker";
+import { benchBackendOptions } from "./gpu-model.js";
 import { type Metric, publish } from "./report.js";
 import { median } from "./timing.js";
 
 const MiB = 2 ** 20;
-const GiB = 2 ** 30;
 const TENANT = "bench";
 const BIG_BYTES = 64 * 1024;
 const PIPELINED_BATCH = 1000;
@@ -25,12 +25,7 @@ type SessionRecord = Exclude<ReturnType<Backend["openSession"]>, Failure>;
 
 function newBackend(thread: Thread): Backend {
   return new Backend({
-    device: { seed: 1, vramBytes: 4 * GiB, maxBoBytes: GiB, maxKernelWork: 2 ** 31 },
-    tenants: new Map([[TENANT, { vramBytes: 4 * GiB, bos: 1_000_000 }]]),
-    session: { replyCacheFrames: 4096, replyCacheBytes: 64 * MiB },
-    maxDmaBytes: 64 * MiB,
-    maxStoresPerBatch: 65536,
-    trackMmio: false,
+    ...benchBackendOptions(false),
     executor: thread === "worker" ? workerExecutor({ maxCallMs: 10_000 }) : undefined,
   });
 }

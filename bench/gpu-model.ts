@@ -3,7 +3,7 @@
 // the MMIO store trap with dirty-page tracking, and buffer allocation. Every call goes
 // through Backend.applyFrame, as the node applies a guest's frames.
 import { type Call, type CallResult, ErrorCode, type KernelArg } from "@vgpu-ha/common";
-import { Backend, type Failure } from "@vgpu-ha/gpu-model";
+import { Backend, type BackendOptions, type Failure } from "@vgpu-ha/gpu-model";
 import { type Metric, publish } from "./report.js";
 import { median, repeatFor, timeReps } from "./timing.js";
 
@@ -25,15 +25,20 @@ const BATCHES_PER_TAKE = 16;
 
 type SessionRecord = Exclude<ReturnType<Backend["openSession"]>, Failure>;
 
-function newBackend(trackMmio: boolean): Backend {
-  return new Backend({
+/** The in-process benchmarks' backend: one tenant, limits far above what they use. */
+export function benchBackendOptions(trackMmio: boolean): BackendOptions {
+  return {
     device: { seed: 1, vramBytes: 4 * GiB, maxBoBytes: GiB, maxKernelWork: 2 ** 31 },
     tenants: new Map([[TENANT, { vramBytes: 4 * GiB, bos: 1_000_000 }]]),
     session: { replyCacheFrames: 4096, replyCacheBytes: 64 * MiB },
     maxDmaBytes: 64 * MiB,
     maxStoresPerBatch: 65536,
     trackMmio,
-  });
+  };
+}
+
+function newBackend(trackMmio: boolean): Backend {
+  return new Backend(benchBackendOptions(trackMmio));
 }
 
 /** One guest session driven in process: numbers frames and insists on success. */
