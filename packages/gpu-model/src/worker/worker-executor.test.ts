@@ -21,6 +21,18 @@ import { WorkerExecutor, workerExecutor } from "./worker-executor.js";
 
 const afterDevice = (backend: Backend) =>
   new Promise<void>((resolve) => backend.progress.afterDevice(resolve));
+/** Launches fill(bo, n, value): its first n u32 become value. */
+const fill = (g: TestGuest, context: number, bo: number, n: number, value: number) =>
+  g.ok({
+    op: "kernelLaunch",
+    context,
+    kernel: "fill",
+    args: [
+      { kind: "buffer", bo },
+      { kind: "u32", value: n },
+      { kind: "u32", value },
+    ],
+  });
 const digestOf = (backend: Backend) =>
   new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
 
@@ -66,16 +78,7 @@ describe("WorkerExecutor", () => {
       const bytes = new Uint8Array([1, 2, 3, 4]);
       g.ok({ op: "dmaWrite", context: ctx, bo, offset: 8, data: bytes });
       expect(queue.outstanding).toBe(0); // ran at submit
-      g.ok({
-        op: "kernelLaunch",
-        context: ctx,
-        kernel: "fill",
-        args: [
-          { kind: "buffer", bo },
-          { kind: "u32", value: 2 },
-          { kind: "u32", value: 9 },
-        ],
-      });
+      fill(g, ctx, bo, 2, 9);
       const read = g.ok({ op: "dmaRead", context: ctx, bo, offset: 0, length: 12 });
       expect(queue.outstanding).toBe(2); // behind the kernel: both crossed
       await afterDevice(backend);
@@ -95,16 +98,7 @@ describe("WorkerExecutor", () => {
       const bo = g.alloc(ctx, 4096);
       backend.progress.beginSeq(7);
       const failed = new Promise<DeviceFailure>((resolve) => backend.progress.onFailure(resolve));
-      g.ok({
-        op: "kernelLaunch",
-        context: ctx,
-        kernel: "fill",
-        args: [
-          { kind: "buffer", bo },
-          { kind: "u32", value: 1024 },
-          { kind: "u32", value: 1 },
-        ],
-      });
+      fill(g, ctx, bo, 1024, 1);
       const failure = await failed;
       expect(failure.seq).toBe(7);
       expect(failure.reason).toMatch(/maxCallMs/);
