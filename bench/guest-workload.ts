@@ -111,7 +111,12 @@ export class CpuMeter {
       ),
       machinePct: ((machineCpuSeconds() - this.machineSeconds) / wallSeconds) * 100,
       nodeThreads: this.nodes.map((n, i) =>
-        threadSplit(n.pid, this.nodeThreadSeconds[i] ?? new Map(), n.threadCpuSeconds(), wallSeconds),
+        threadSplit(
+          n.pid,
+          this.nodeThreadSeconds[i] ?? new Map(),
+          n.threadCpuSeconds(),
+          wallSeconds,
+        ),
       ),
     };
   }
