@@ -1,8 +1,9 @@
 // Proves gemm_f32's WebAssembly bytes are the current assembly of gemm-f32-wat.ts (as generated
 // code is checked), and that a launch whose matrices outgrow the shared instance's memory
 // (64 MiB) runs in an instance of its own and still computes C.
-import wabtInit from "wabt";
+
 import { describe, expect, it } from "vitest";
+import wabtInit from "wabt";
 import { gemmF32Kernel } from "./gemm-f32.js";
 import { GEMM_F32_WASM_BASE64 } from "./gemm-f32-wasm.js";
 import { gemmWat } from "./gemm-f32-wat.js";
