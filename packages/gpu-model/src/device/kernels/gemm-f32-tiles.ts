@@ -33,28 +33,22 @@ interface WasmMemory {
   grow(pages: number): number;
 }
 
+/** tiles(c, a, b, n, k, mt, nt, depth): see gemm-f32-wat.ts. */
+type TilesFunction = (
+  c: number,
+  a: number,
+  b: number,
+  n: number,
+  k: number,
+  mt: number,
+  nt: number,
+  depth: number,
+) => void;
+
 interface TilesExports {
   readonly memory: WasmMemory;
-  tiles(
-    c: number,
-    a: number,
-    b: number,
-    n: number,
-    k: number,
-    mt: number,
-    nt: number,
-    depth: number,
-  ): void;
-  tiles_ftz(
-    c: number,
-    a: number,
-    b: number,
-    n: number,
-    k: number,
-    mt: number,
-    nt: number,
-    depth: number,
-  ): void;
+  readonly tiles: TilesFunction;
+  readonly tiles_ftz: TilesFunction;
 }
 
 let compiled: WasmModule | undefined;
