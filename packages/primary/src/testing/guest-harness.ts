@@ -77,6 +77,10 @@ export interface GuestHarnessOptions {
   readonly nowMs?: () => number;
   /** Reap sessions without a stream after this long (GuestService.reapIdle); default never. */
   readonly sessionIdleMs?: number;
+  /** The service-time clock of the fair slices and call durations; default performance.now. */
+  readonly cpuMs?: () => number;
+  /** The node's metrics; default a registry of its own. */
+  readonly metrics?: ReturnType<typeof createMetrics>;
 }
 
 export interface GuestHarness {
@@ -109,10 +113,15 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
       : {}),
     ...(options.refusals ? { refusals: options.refusals } : {}),
     nowMs,
-    metrics: createMetrics(
-      idleGauges("standalone", () => backend.sessions.size),
-      { processMetrics: false },
-    ),
+    ...(options.cpuMs ? { cpuMs: options.cpuMs } : {}),
+    metrics:
+      options.metrics ??
+      createMetrics(
+        idleGauges("standalone", () => backend.sessions.size),
+        {
+          processMetrics: false,
+        },
+      ),
     log: createLogger({ level: "silent", nodeId: "harness" }),
     nodeId: "harness",
     epoch: () => 1,
