@@ -81,6 +81,12 @@ export interface GuestHarnessOptions {
   readonly cpuMs?: () => number;
   /** The node's metrics; default a registry of its own. */
   readonly metrics?: ReturnType<typeof createMetrics>;
+  /**
+   * The log as a standalone node has it: entries dropped once their message is served, so the
+   * sequencer does not copy DMA data (SequencerOptions.logKeepsEntries). Default: the log keeps
+   * every entry (tests read it).
+   */
+  readonly standalone?: boolean;
 }
 
 export interface GuestHarness {
@@ -96,10 +102,11 @@ export interface GuestHarness {
 
 export function guestHarness(options: GuestHarnessOptions): GuestHarness {
   const backend = new Backend(options.backend);
+  const standalone = options.standalone ?? false;
   const sequencer = new Sequencer(
     backend,
     new ReplicationLog(),
-    { mmio: "per-page", flushBytes: 1 << 20 },
+    { mmio: "per-page", flushBytes: 1 << 20, logKeepsEntries: !standalone },
     () => 0,
   );
   const nowMs = options.nowMs ?? (() => performance.now());
@@ -129,7 +136,10 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     maxMessageBytes: options.maxMessageBytes ?? 64 << 20,
     serving: () => true,
     replicatedSeq: () => undefined,
-    afterApply: () => sequencer.flushMmio(),
+    afterApply: () => {
+      sequencer.flushMmio();
+      if (standalone) sequencer.log.release(sequencer.log.lastSeq, 0);
+    },
   });
   return {
     service,
