@@ -188,17 +188,17 @@ export class GuestSessions<S> {
       state.queue.shift(); // nothing to apply, nothing to answer
       return { kind: "message" };
     }
-    const { held, served } = applyFrame(this.o, state.session, frames[state.served]!);
+    const more = state.served + 1 < frames.length;
+    const { held, served } = applyFrame(this.o, state.session, frames[state.served]!, more);
     state.held.push(held);
     if (served.outcome === "applied" && !served.malformed) this.applied.frames++;
     state.queuedFrames--;
     state.served++;
-    const more = state.served < frames.length;
     if (!more) {
       state.queue.shift();
       state.served = 0;
     }
-    return { ...served, more };
+    return served;
   }
 
   /** Sends every held reply whose entry the standby has now applied. */
