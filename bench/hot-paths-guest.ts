@@ -6,7 +6,8 @@
 //   fences   8 sessions, messages of 64 fence frames
 //   dma      one session, messages of one 64 KiB dmaWrite each (16 at a time), round a 64 MiB
 //            buffer
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+// Each build encodes and decodes with its own protobuf-es (GuestBuild.protobuf): one instance
+// shared by both builds would see both builds' traffic and favour neither fairly.
 
 const SESSIONS = 8;
 const FENCES_PER_MESSAGE = 64;
@@ -24,6 +25,7 @@ type PrimaryTesting = typeof import("@vgpu-ha/primary/testing");
 export interface GuestBuild {
   readonly common: Common;
   readonly primary: PrimaryTesting;
+  readonly protobuf: typeof import("@bufbuild/protobuf");
 }
 
 type Harness = ReturnType<PrimaryTesting["guestHarness"]>;
@@ -61,7 +63,7 @@ class Guest {
     this.stream = h.connect();
     this.sendBytes(
       this.bytes(
-        create(b.common.wire.GuestMessageSchema, {
+        b.protobuf.create(b.common.wire.GuestMessageSchema, {
           kind: { case: "open", value: { tenant: TENANT.name, token: TENANT.token } },
         }),
       ),
@@ -75,16 +77,19 @@ class Guest {
       encodeFrame({ number: this.next++, body: { kind: "call", call } }),
     );
     return this.bytes(
-      create(wire.GuestMessageSchema, { kind: { case: "frames", value: { frames } } }),
+      this.b.protobuf.create(wire.GuestMessageSchema, {
+        kind: { case: "frames", value: { frames } },
+      }),
     );
   }
 
   sendBytes(bytes: Uint8Array): void {
-    this.stream.send(fromBinary(this.b.common.wire.GuestMessageSchema, bytes));
+    this.stream.send(this.b.protobuf.fromBinary(this.b.common.wire.GuestMessageSchema, bytes));
   }
 
   /** Encodes what the node wrote since the last call, as the gRPC serializer would. */
   drain(): void {
+    const { toBinary } = this.b.protobuf;
     for (const m of this.stream.written) toBinary(this.b.common.wire.NodeMessageSchema, m);
     this.stream.written.length = 0;
   }
@@ -101,8 +106,8 @@ class Guest {
     return r.output.case === "handle" ? r.output.value : 0;
   }
 
-  private bytes(m: Parameters<typeof toBinary>[1]): Uint8Array {
-    return toBinary(this.b.common.wire.GuestMessageSchema, m as never);
+  private bytes(m: Parameters<GuestBuild["protobuf"]["toBinary"]>[1]): Uint8Array {
+    return this.b.protobuf.toBinary(this.b.common.wire.GuestMessageSchema, m as never);
   }
 }
 

@@ -13,7 +13,6 @@
 // Values are medians over rounds; CPU time is process.cpuUsage (user + system).
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Counter, Histogram, Registry } from "prom-client";
 import { floats } from "./gpu-model.js";
 import { type GuestBuild, guestDmaRound, guestFencesRound } from "./hot-paths-guest.js";
@@ -44,6 +43,7 @@ async function loadBuild(name: string, root: string | undefined): Promise<Build>
       common: await import("@vgpu-ha/common"),
       gpu: await import("@vgpu-ha/gpu-model"),
       primary: await import("@vgpu-ha/primary/testing"),
+      protobuf: await import("@bufbuild/protobuf"),
     };
   }
   const at = (p: string) => pathToFileURL(path.resolve(root, p)).href;
@@ -54,6 +54,9 @@ async function loadBuild(name: string, root: string | undefined): Promise<Build>
     primary: (await import(
       at("packages/primary/dist/testing/guest-harness.js")
     )) as GuestBuild["primary"],
+    protobuf: (await import(
+      at("node_modules/@bufbuild/protobuf/dist/esm/index.js")
+    )) as GuestBuild["protobuf"],
   };
 }
 
@@ -156,6 +159,7 @@ function smallCallEntries(b: Build) {
 /** Encode and decode µs per entry, and wire bytes per entry. */
 function entriesRound(b: Build): () => { encodeUs: number; decodeUs: number; bytes: number } {
   const { encodePrimaryMessage, decodePrimaryMessage, wire } = b.common;
+  const { fromBinary, toBinary } = b.protobuf; // the build's own (see hot-paths-guest.ts)
   const message = smallCallEntries(b);
   const bytes = toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(message));
   const n = BATCHES_PER_ROUND * BATCH_ENTRIES;
