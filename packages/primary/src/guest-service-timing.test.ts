@@ -2,11 +2,11 @@
 // call is observed once in vgpu_call_duration_seconds, the observed times add up to the clock's
 // advance over the frames (none counted twice, none lost), and the clock is read about once
 // per frame, not three times.
-import { create } from "@bufbuild/protobuf";
-import { type Call, createMetrics, encodeFrame, idleGauges, wire as w } from "@vgpu-ha/common";
+import { type Call, createMetrics, idleGauges } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import { guestHarness } from "./testing/guest-harness.js";
+import { framesMsg, openMsg } from "./testing/guest-wire.js";
 
 const BACKEND: BackendOptions = {
   device: { seed: 3, vramBytes: 64 << 20, maxBoBytes: 4 << 20, maxKernelWork: 1 << 24 },
@@ -17,18 +17,11 @@ const BACKEND: BackendOptions = {
   trackMmio: false,
 };
 const TENANTS = [{ name: "a", token: "token-of-a-0001" }];
-
 const frames = (first: number, calls: readonly Call[]) =>
-  create(w.GuestMessageSchema, {
-    kind: {
-      case: "frames",
-      value: {
-        frames: calls.map((call, i) =>
-          encodeFrame({ number: first + i, body: { kind: "call", call } }),
-        ),
-      },
-    },
-  });
+  framesMsg(
+    first,
+    calls.map((call) => ({ call })),
+  );
 
 describe("guest service call timing", () => {
   it("observes each call once, from one clock read per frame", async () => {
@@ -41,11 +34,7 @@ describe("guest service call timing", () => {
     );
     const h = guestHarness({ backend: BACKEND, tenants: TENANTS, cpuMs, metrics });
     const s = h.connect();
-    s.send(
-      create(w.GuestMessageSchema, {
-        kind: { case: "open", value: { tenant: "a", token: "token-of-a-0001" } },
-      }),
-    );
+    s.send(openMsg("a", "", "token-of-a-0001"));
     s.send(frames(1, [{ op: "contextCreate" }]));
     await h.settled();
     const FENCES = 200;
