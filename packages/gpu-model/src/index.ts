@@ -14,7 +14,7 @@ export {
 export type { Failure } from "./device/failure.js";
 export { KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
-export type { ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
+export type { ChunkPages, ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
 export {
   type DeviceFailure,
   type DeviceProgress,
