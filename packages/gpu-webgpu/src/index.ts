@@ -10,18 +10,10 @@ export { ExecutorDriver } from "./driver.js";
 export { LAUNCH_KERNELS } from "./encode-launch.js";
 export { WebGpuExecutor, type WebGpuExecutorOptions } from "./executor.js";
 export {
-  caseOps,
   checkGoldenVectors,
   compareGolden,
-  executorCaseHashes,
+  executorGoldenHash,
   GoldenMismatchError,
   type GoldenReport,
-  modelCaseHashes,
+  goldenCaseOps,
 } from "./golden.js";
-export {
-  F32_SPECIAL_BITS,
-  type KernelCase,
-  kernelCases,
-  mixedF32,
-  seeded,
-} from "./kernel-cases.js";

@@ -24,7 +24,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let row0 = (t / p.a3) * 64u;
   let col0 = (t % p.a3) * 64u;
   var acc: array<f32, 16>;
-  for (var q = 0u; q < 16u; q++) { acc[q] = 0.0f; }
+  for (var q = 0u; q < 16u; q++) { acc[q] = p.zero; }
   for (var p0 = 0u; p0 < k; p0 = p0 + 16u) {
     let depth = min(16u, k - p0);
     for (var e = 0u; e < 4u; e++) {

@@ -14,7 +14,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (w >= p.groups) { return; }
   let base = w * 2048u;
   let end = min(base + 2048u, p.a0);
-  var acc = 0.0f;
+  var acc = p.zero;
   for (var r = 0u; r < 8u; r++) {
     let i = base + li + 256u * r;
     if (i < end) { acc = ftz(acc + ftz(x[i])); }

@@ -1,9 +1,9 @@
-// Fixed launches of every kernel on inputs chosen to catch a backend that differs from the
-// model: float specials (±0, subnormals of both signs, the smallest normals, ±inf, NaNs with
-// payloads, products that round across 2^-126), odd sizes, reduce lengths around the tree's
-// 2048-element block, aliasing. Built from a seeded generator, so every run launches the same
-// bytes. Used as the golden vectors at start (golden.ts) and by the GPU tests.
-import { PAGE_SIZE_BYTES } from "@vgpu-ha/gpu-model";
+// Launches of every kernel for the GPU tests, beside gpu-model's golden vectors: seeded inputs
+// (float specials, subnormals, tiny values whose products fall around 2^-126), odd sizes,
+// reduce lengths around the tree's 2048-element block, aliasing, grids of more than 65535
+// workgroups, page-sized buffers as the paravirtual layer makes them. Each case becomes device
+// operations (alloc, write, launch, hash, free) that the tests run on the model and the GPU.
+import { type DeviceOp, PAGE_SIZE_BYTES } from "@vgpu-ha/gpu-model";
 
 export type CaseArg = { readonly buffer: number } | number;
 
@@ -101,7 +101,7 @@ function saxpyCases(): KernelCase[] {
     kernel: "saxpy_f32",
     name: `specials a#${i}`,
     buffers: [words(y), words(x)],
-    args: [{ buffer: 0 }, { buffer: 1 }, x.length, a],
+    args: [{ buffer: 0 }, { buffer: 1 }, x.length, Math.fround(a)],
   }));
   cases.push({
     kernel: "saxpy_f32",
@@ -171,7 +171,7 @@ function stencilCases(): KernelCase[] {
     kernel: "stencil2d_f32",
     name: `${w}x${h} it=${it} #${i}`,
     buffers: [new Uint8Array(w * h * 4), words(mixedF32(w * h, 41 + i, mix(i)))],
-    args: [{ buffer: 0 }, { buffer: 1 }, w, h, it, alpha],
+    args: [{ buffer: 0 }, { buffer: 1 }, w, h, it, Math.fround(alpha)],
   }));
 }
 
@@ -240,4 +240,19 @@ export function kernelCases(): KernelCase[] {
 /** The byte size of a case buffer on the device: whole pages. */
 export function caseBufferBytes(contents: Uint8Array): number {
   return Math.max(1, Math.ceil(contents.byteLength / PAGE_SIZE_BYTES)) * PAGE_SIZE_BYTES;
+}
+
+/** A case as device operations: allocate and fill, launch, hash every buffer, free. */
+export function kernelCaseOps(c: KernelCase, firstId: number): DeviceOp[] {
+  const ids = c.buffers.map((_, i) => firstId + i);
+  const ops: DeviceOp[] = [];
+  c.buffers.forEach((data, i) => {
+    ops.push({ k: "alloc", id: ids[i]!, size: caseBufferBytes(data) });
+    ops.push({ k: "write", id: ids[i]!, offset: 0, data });
+  });
+  const args = c.args.map((a) => (typeof a === "number" ? a : { buffer: ids[a.buffer]! }));
+  ops.push({ k: "launch", kernel: c.kernel, args });
+  ops.push({ k: "hash", ids });
+  for (const id of ids) ops.push({ k: "free", id });
+  return ops;
 }
