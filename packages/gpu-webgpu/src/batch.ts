@@ -141,7 +141,6 @@ export class Batch {
     this.bind(name, params, buffers, grid.x, grid.y);
   }
 
-  /** A dispatch whose storage binding 2 is a slice of the upload arena (patch records). */
   private bind(
     name: ShaderName,
     params: UploadSlice,
@@ -153,7 +152,9 @@ export class Batch {
     const entries: GPUBindGroupEntry[] = [
       { binding: 0, resource: { buffer: params.buffer, offset: params.offset, size: PARAM_BYTES } },
     ];
-    buffers.forEach((buffer, i) => entries.push({ binding: i + 1, resource: { buffer } }));
+    for (const [i, buffer] of buffers.entries()) {
+      entries.push({ binding: i + 1, resource: { buffer } });
+    }
     const group = this.gpu.device.createBindGroup({
       layout: pipeline.getBindGroupLayout(0),
       entries,

@@ -79,7 +79,8 @@ export async function compareGolden(
     const model = want.get(c.name);
     if (model === undefined) throw new Error(`invariant: no model hash for golden case ${c.name}`);
     const got = await actual(c);
-    if (got !== model) throw new GoldenMismatchError(c.kernel, c.name, `hash ${got}, model ${model}`);
+    if (got !== model)
+      throw new GoldenMismatchError(c.kernel, c.name, `hash ${got}, model ${model}`);
   }
   return { cases: cases.length, kernels: [...new Set(cases.map((c) => c.kernel))] };
 }

@@ -29,12 +29,27 @@ export function alignUp4(x: number): number {
 
 export function planWrite(offset: number, length: number): WritePlan {
   const end = offset + length;
-  const start = Math.min(alignUp4(offset), end);
-  const middleEnd = Math.max(start, alignDown4(end));
+  const start = alignUp4(offset);
+  const middleEnd = alignDown4(end);
+  if (middleEnd <= start) {
+    // No whole word: at most two partial words, patched.
+    return { start: 0, end: 0, edges: length === 0 ? [] : splitAtWord(offset, end) };
+  }
   const edges: [number, number][] = [];
   if (offset < start) edges.push([offset, start]);
-  if (middleEnd < end) edges.push([Math.max(middleEnd, start), end]);
+  if (middleEnd < end) edges.push([middleEnd, end]);
   return { start, end: middleEnd, edges };
+}
+
+/** [from, to) cut at the word boundary inside it, if any. */
+function splitAtWord(from: number, to: number): [number, number][] {
+  const boundary = alignUp4(from + 1);
+  return boundary < to && boundary > from
+    ? [
+        [from, boundary],
+        [boundary, to],
+      ]
+    : [[from, to]];
 }
 
 /**
