@@ -69,10 +69,8 @@ export class WebGpuExecutor implements DeviceExecutor {
     if (this.closed) return;
     this.closed = true;
     this.pending = [];
-    if (this.options.ownsDevice) {
-      this.buffers.destroyAll();
-      this.gpu.device.destroy();
-    }
+    this.buffers.destroyAll();
+    if (this.options.ownsDevice) this.gpu.device.destroy();
   }
 
   /** Encodes what is pending into one batch (up to a stall) and submits it. */
