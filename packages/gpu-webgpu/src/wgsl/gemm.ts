@@ -1,7 +1,7 @@
 // gemm_f32 in WGSL: C(m×n) = A(m×k)·B(k×n), row-major. A workgroup of 16×16 invocations owns
 // a 64×64 tile of C, each invocation 4×4 sums kept in registers; A and B pass through shared
 // memory 16 values of p at a time. Every sum adds its products in ascending p from +0, as the
-// model does, so tiling changes no bit: s = ftz(ftz(a*b) * one + s) (no FMA, flushed),
+// model does, so tiling changes no bit: s = ftz(fmul(a, b) * one + s) (no FMA, flushed),
 // operands flushed as they are loaded, results stored through canonbits.
 // a0 = m, a1 = n, a2 = k, a3 = tiles across n. Tiles are numbered flat (prelude's 2-D grid).
 export const GEMM_TILE = 64;
@@ -50,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       }
       for (var r = 0u; r < 4u; r++) {
         for (var s = 0u; s < 4u; s++) {
-          acc[r * 4u + s] = ftz(ftz(x[r] * y[s]) * p.one + acc[r * 4u + s]);
+          acc[r * 4u + s] = ftz(fmul(x[r], y[s]) * p.one + acc[r * 4u + s]);
         }
       }
     }
