@@ -55,9 +55,12 @@ fn roundsToMinNormal(ua: u32, ub: u32) -> bool {
 
 fn fmul(a: f32, b: f32) -> f32 {
   let q = ftz(a * b);
-  if (q != 0.0f || a == 0.0f || b == 0.0f) { return q; }
   let ua = bitcast<u32>(a);
   let ub = bitcast<u32>(b);
+  // Tested on the bits: a float comparison may assume no NaN (WGSL allows it; on the H100
+  // NaN != 0.0 came out false).
+  let zero = (bitcast<u32>(q) & 0x7fffffffu) == 0u;
+  if (!zero || (ua & 0x7fffffffu) == 0u || (ub & 0x7fffffffu) == 0u) { return q; }
   let sign = (ua ^ ub) & 0x80000000u;
   if (roundsToMinNormal(ua, ub)) { return bitcast<f32>(sign | 0x00800000u); }
   return bitcast<f32>(sign);
