@@ -5,6 +5,9 @@
 // over from scratch; after a cut in the middle of a snapshot, by resuming that snapshot; and
 // after a SIGKILL under load and a restart, by a new snapshot. The link goes through a
 // TCP proxy so it can be cut, and so the primary keeps one peer address across restarts.
+// The standby pulls the snapshot's pages from the primary (PullSnapshot) through a second
+// proxy: a pull cut part way is reopened from the chunk the standby reached, the same snapshot
+// (TLS: tls.test.ts).
 // In sync mode only: a catch-up (snapshot, resume from the retained log) ships and applies
 // the same in every replication mode, and the grant that ends it rests on the applied seq in all.
 import { buf, Session, u32 } from "@vgpu-ha/client";
@@ -188,6 +191,35 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     expect(snapshots(after, "completed")).toBe(snapshots(before, "completed") + 1);
     expect(cutAt).toBeGreaterThan(0);
     expect(standby.process.exitCode).toBeNull();
+    expect((await pair.verify()).equal).toBe(true);
+  });
+
+  it("reopens a snapshot pull cut in the middle, from where it stopped", async () => {
+    await pair.waitInSync();
+    await pair.killStandby();
+    const before = await metrics(pair.primary);
+    const standby = await pair.startStandby();
+    const cutAt = await waitFor(
+      "the new standby part way through its pulled snapshot",
+      async () => {
+        const s = await status(standby);
+        const chunks = s.replication!.snapshot?.chunks ?? 0;
+        return s.replication!.state === "snapshot" && chunks > 1 ? chunks : undefined;
+      },
+      { intervalMs: 5 },
+    );
+    pair.pullProxy.breakAll();
+    await pair.waitInSync();
+
+    const after = await metrics(pair.primary);
+    // The same snapshot went on (nothing started over, the stream was never cut) …
+    expect(snapshots(after, "started")).toBe(snapshots(before, "started") + 1);
+    expect(snapshots(after, "completed")).toBe(snapshots(before, "completed") + 1);
+    expect(snapshots(after, "resumed")).toBe(snapshots(before, "resumed"));
+    // … over a second pull, opened after the cut.
+    const s = await status(standby);
+    expect(cutAt).toBeGreaterThan(1);
+    expect(s.replication!.snapshotPulls).toBeGreaterThanOrEqual(2);
     expect((await pair.verify()).equal).toBe(true);
   });
 

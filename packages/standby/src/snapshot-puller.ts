@@ -36,6 +36,8 @@ export class SnapshotPuller {
   };
   private current: Pull | undefined;
   private lastOpen = { snapshotId: 0, atMs: Number.NEGATIVE_INFINITY };
+  /** The snapshot whose pull ending was logged (logged once per snapshot, not per retry). */
+  private loggedEnd = 0;
   /** Pulls opened (for tests and status). */
   opened = 0;
 
@@ -63,7 +65,8 @@ export class SnapshotPuller {
       (reason) => {
         pull.ended = true;
         if (this.current === pull) this.current = undefined;
-        if (reason !== "") {
+        if (reason !== "" && this.loggedEnd !== pull.snapshotId) {
+          this.loggedEnd = pull.snapshotId;
           this.deps.logger.warn({ snapshot: pull.snapshotId, reason }, "snapshot pull ended");
         }
       },

@@ -11,9 +11,11 @@ import {
   decodeStandbyMessage,
   type ErrorCode,
   encodePrimaryMessage,
+  encodePulledChunk,
   encodeStandbyMessage,
   grpcStatusOf,
   type PeerChannel,
+  type PrimaryMessage,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -81,6 +83,11 @@ export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
   };
 }
 
+function pulledMessage(m: PrimaryMessage): wire.PrimaryMessage {
+  if (m.kind !== "snapshot" || m.chunk.meta !== undefined) return encodePrimaryMessage(m);
+  return encodePulledChunk(m.epoch, m.chunk) as unknown as wire.PrimaryMessage;
+}
+
 /** The primary's end of one pull: the request and the stream the outlet writes to. */
 export function pullStreamOf(call: PullCall): {
   request: StandbyMessage | Error;
@@ -98,7 +105,9 @@ export function pullStreamOf(call: PullCall): {
   call.on("error", close);
   call.on("finish", close);
   const stream: PullStream = {
-    write: (m) => !closed && call.write(encodePrimaryMessage(m)),
+    // Pages are encoded at once into one buffer (snapshot-pages-encode.ts); the service
+    // adapter's serializer passes encoded bytes through.
+    write: (m) => !closed && call.write(pulledMessage(m)),
     end: () => {
       if (!closed) call.end();
     },
