@@ -44,7 +44,10 @@ function setup() {
     },
     logger: { info() {}, warn() {} },
   });
-  return { receiver, opened, puller, delivered, advance: (ms: number) => (now += ms) };
+  const advance = (ms: number) => {
+    now += ms;
+  };
+  return { receiver, opened, puller, delivered, advance };
 }
 
 /** The chunks of a snapshot holding one 4-page buffer: chunk 0 (metadata), then a page each. */

@@ -295,7 +295,6 @@ describe("replication codec", () => {
     // fromBinary returns views into its input, as grpc's receive buffer does.
     const late = primaryMessages[2]!;
     const snapshot = primaryMessages[4]!;
-    const pages = primaryMessages[5]!;
     for (const m of [{ kind: "entries", epoch: 3, entries } as const, late, snapshot]) {
       const buffer = primaryBytes(m);
       const decoded = decodePrimaryMessage(fromBinary(PrimaryMessageSchema, buffer));
