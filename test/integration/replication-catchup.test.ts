@@ -23,6 +23,18 @@ const BULK_BO_BYTES = 64 * MiB;
 const snapshots = (m: Metrics, event: "started" | "completed" | "resumed") =>
   m.get("vgpu_snapshots_total", { event });
 
+/** Waits until `standby` holds more than `chunks` chunks of a snapshot; returns how many. */
+const partWay = (standby: Parameters<typeof status>[0], chunks: number) =>
+  waitFor(
+    "the new standby part way through its snapshot",
+    async () => {
+      const r = (await status(standby)).replication!;
+      const got = r.snapshot?.chunks ?? 0;
+      return r.state === "snapshot" && got > chunks ? got : undefined;
+    },
+    { intervalMs: 5 },
+  );
+
 describe("standby catch-up with 256 MiB of buffers under load", () => {
   let pair: ReplicationPair;
   let bulk: Session | undefined;
@@ -142,15 +154,7 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     const before = await metrics(pair.primary);
     const doomed = await pair.startStandby();
     // Kill it as soon as it holds part of the snapshot.
-    const partial = await waitFor(
-      "the new standby part way through its snapshot",
-      async () => {
-        const s = await status(doomed);
-        const chunks = s.replication!.snapshot?.chunks ?? 0;
-        return s.replication!.state === "snapshot" && chunks > 0 ? chunks : undefined;
-      },
-      { intervalMs: 5 },
-    );
+    const partial = await partWay(doomed, 0);
     await pair.killStandby();
     const mid = await metrics(pair.primary);
     expect(partial).toBeGreaterThan(0);
@@ -172,15 +176,7 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     await pair.killStandby();
     const before = await metrics(pair.primary);
     const standby = await pair.startStandby();
-    const cutAt = await waitFor(
-      "the new standby part way through its snapshot",
-      async () => {
-        const s = await status(standby);
-        const chunks = s.replication!.snapshot?.chunks ?? 0;
-        return s.replication!.state === "snapshot" && chunks > 0 ? chunks : undefined;
-      },
-      { intervalMs: 5 },
-    );
+    const cutAt = await partWay(standby, 0);
     pair.proxy!.breakAll();
     await pair.waitInSync();
 
@@ -199,15 +195,7 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     await pair.killStandby();
     const before = await metrics(pair.primary);
     const standby = await pair.startStandby();
-    const cutAt = await waitFor(
-      "the new standby part way through its pulled snapshot",
-      async () => {
-        const s = await status(standby);
-        const chunks = s.replication!.snapshot?.chunks ?? 0;
-        return s.replication!.state === "snapshot" && chunks > 1 ? chunks : undefined;
-      },
-      { intervalMs: 5 },
-    );
+    const cutAt = await partWay(standby, 1);
     pair.pullProxy.breakAll();
     await pair.waitInSync();
 
