@@ -6,7 +6,7 @@ import {
   type Clock,
   createClient,
   decodeStandbyMessage,
-  encodePrimaryMessage,
+  primaryEncoder,
   entryBytes,
   grpcLink,
   type Logger,
@@ -57,7 +57,7 @@ export class ReplicationClient {
     );
     const link = grpcLink<PrimaryMessage, StandbyMessage, wire.PrimaryMessage, wire.StandbyMessage>(
       client.stream(),
-      encodePrimaryMessage,
+      primaryEncoder(),
       decodeStandbyMessage,
     );
     let opened = false;

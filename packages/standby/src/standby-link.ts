@@ -4,7 +4,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import {
   announcedVersion,
-  decodePrimaryMessage,
+  primaryDecoder,
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
@@ -89,7 +89,7 @@ export class StandbyLink {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.acceptLink(link, call.getPeer());
   }

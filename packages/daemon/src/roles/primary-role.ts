@@ -7,7 +7,7 @@
 // status.
 import {
   type DiscardedWork,
-  decodePrimaryMessage,
+  primaryDecoder,
   encodeStandbyMessage,
   type FaultedFrame,
   type GuestLink,
@@ -304,7 +304,7 @@ export class PrimaryRole implements Role {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.driver.acceptReplication(link, call.getPeer());
   }
