@@ -152,7 +152,9 @@ export async function runEntryCodec(): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
     const order = builds.map((_, i) => i);
     if (round % 2 === 1) order.reverse();
-    for (const i of order) CASES.forEach((_, k) => samples[i]![k]!.push(rounds[i]![k]!()));
+    for (const i of order) {
+      for (let k = 0; k < CASES.length; k++) samples[i]![k]!.push(rounds[i]![k]!());
+    }
   }
   const metrics: Metric[] = [];
   const values: Record<string, number> = {};

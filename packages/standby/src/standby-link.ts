@@ -4,7 +4,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import {
   announcedVersion,
-  primaryDecoder,
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
@@ -15,6 +14,7 @@ import {
   type NodeVersion,
   type PeerIdentityRule,
   type PrimaryMessage,
+  primaryDecoder,
   type StandbyMessage,
   type wire,
 } from "@vgpu-ha/common";

@@ -20,8 +20,8 @@ import { MalformedError } from "./call-codec.js";
 import {
   emptyNames,
   malformedPacked as malformed,
-  NameTable,
   type Names,
+  NameTable,
   PackReader,
   PackWriter,
 } from "./packed-bytes.js";

@@ -45,7 +45,8 @@ export class NameTable {
   /** Room for a name of `length` UTF-16 units, with the decoder's bytes at most 3 per unit. */
   hasRoomFor(length: number): boolean {
     return (
-      this.index.size < NAME_TABLE_LIMITS.names && this.bytes + 3 * length <= NAME_TABLE_LIMITS.bytes
+      this.index.size < NAME_TABLE_LIMITS.names &&
+      this.bytes + 3 * length <= NAME_TABLE_LIMITS.bytes
     );
   }
 
@@ -92,17 +93,26 @@ export class PackWriter {
   finish(): Uint8Array {
     if (this.refs.length === 0) return this.buf.slice(0, this.pos);
     const out = new Uint8Array(this.pos + this.refBytes);
+    this.copyTo(out, 0);
+    return out;
+  }
+
+  /** The batch into `target` at `at` (room for `length` bytes there), not allocating. */
+  copyTo(target: Uint8Array, at: number): void {
+    if (this.refs.length === 0 && this.pos <= 64) {
+      for (let i = 0; i < this.pos; i++) target[at + i] = this.buf[i]!;
+      return;
+    }
     let from = 0;
-    let to = 0;
+    let to = at;
     for (const r of this.refs) {
-      out.set(this.buf.subarray(from, r.at), to);
+      target.set(this.buf.subarray(from, r.at), to);
       to += r.at - from;
       from = r.at;
-      out.set(r.data, to);
+      target.set(r.data, to);
       to += r.data.byteLength;
     }
-    out.set(this.buf.subarray(from, this.pos), to);
-    return out;
+    target.set(this.buf.subarray(from, this.pos), to);
   }
 
   private room(bytes: number): void {

@@ -4,6 +4,7 @@
 // and the receiver keeps entries and snapshot pages, so every decoded bytes field is copied.
 // Entries are converted in entry-codec.ts, snapshot chunks in snapshot-codec.ts.
 import { create } from "@bufbuild/protobuf";
+import type { Entry } from "../core/entries.js";
 import type {
   CheckpointResult,
   LateResult,
@@ -11,7 +12,6 @@ import type {
   ResyncReason,
   StandbyMessage,
 } from "../core/messages.js";
-import type { Entry } from "../core/entries.js";
 import type { AnnouncedVersion } from "../core/peer-version.js";
 import {
   AckSchema,

@@ -7,7 +7,6 @@
 // status.
 import {
   type DiscardedWork,
-  primaryDecoder,
   encodeStandbyMessage,
   type FaultedFrame,
   type GuestLink,
@@ -15,6 +14,7 @@ import {
   grpcLink,
   nodeTimers,
   type PrimaryMessage,
+  primaryDecoder,
   type ReplicationGauges,
   ReplicationLog,
   type SessionView,
