@@ -4,6 +4,9 @@
 //   small-256   batches of 256 fence-call entries from 8 sessions (a busy async primary)
 //   small-8     batches of 8 such entries (a sync primary: a few frames in flight)
 //   dma-64k     batches of one 64 KiB dmaWrite
+// and the primary's log: append + release of small calls with retainBytes 64 MiB, entries
+// released (applied) every 1024 as a standby's acks do, per entry (this build packs each
+// released entry into its retained slabs; the build before kept the objects).
 // For each: the packed encoding of one batch alone (packEntries / unpackEntries: a name table
 // per batch), the whole primary message as a stream sends it (primaryEncoder + toBinary,
 // fromBinary + primaryDecoder, in the steady state: names already sent on the stream; a build
@@ -121,6 +124,24 @@ function caseRound(c: Common, entries: Entry[], batches: number): () => CaseResu
   });
 }
 
+const LOG_ENTRIES_PER_ROUND = 200_000;
+const RELEASE_EVERY = 1024;
+
+/** µs CPU per entry appended to and released from a log that retains 64 MiB. */
+function logRound(c: Common): () => number {
+  const bodies = fenceEntries(c, 256).map((e) => e.body);
+  const log = new c.ReplicationLog();
+  return () => {
+    const seconds = cpuSeconds(() => {
+      for (let i = 0; i < LOG_ENTRIES_PER_ROUND; i++) {
+        log.append(bodies[i % bodies.length]!, i);
+        if (i % RELEASE_EVERY === 0) log.release(log.lastSeq, 64 * 2 ** 20);
+      }
+    });
+    return (seconds / LOG_ENTRIES_PER_ROUND) * 1e6;
+  };
+}
+
 const CASES = [
   { name: "small_256", entries: (c: Common) => fenceEntries(c, 256) },
   { name: "small_8", entries: (c: Common) => fenceEntries(c, 8) },
@@ -148,17 +169,27 @@ export async function runEntryCodec(): Promise<void> {
       return caseRound(b.common, entries, batches);
     }),
   );
+  const logs = builds.map((b) => logRound(b.common));
+  const logSamples = builds.map(() => [] as number[]);
   const samples = builds.map(() => CASES.map(() => [] as CaseResult[]));
   for (let round = 0; round < ROUNDS; round++) {
     const order = builds.map((_, i) => i);
     if (round % 2 === 1) order.reverse();
     for (const i of order) {
       for (let k = 0; k < CASES.length; k++) samples[i]![k]!.push(rounds[i]![k]!());
+      logSamples[i]!.push(logs[i]!());
     }
   }
   const metrics: Metric[] = [];
   const values: Record<string, number> = {};
   builds.forEach((b, i) => {
+    const logUs = median(logSamples[i]!);
+    values[`${b.prefix}log_append_release_us`] = logUs;
+    metrics.push({
+      name: `${b.prefix}log_append_release_us`,
+      value: logUs,
+      unit: "µs CPU per small entry (append + release, retainBytes 64 MiB)",
+    });
     CASES.forEach((k, j) => {
       const s = samples[i]![j]!;
       for (const [field, name, unit] of FIELDS) {
@@ -178,6 +209,8 @@ export async function runEntryCodec(): Promise<void> {
   });
   const ratios: Record<string, number> = {};
   if (builds.length > 1) {
+    ratios.log_append_release_us_over_before =
+      values.log_append_release_us! / values.before_log_append_release_us!;
     for (const k of CASES) {
       for (const name of ["pack_us", "unpack_us", "message_encode_us", "message_decode_us"]) {
         ratios[`${k.name}_${name}_over_before`] =

@@ -2,7 +2,7 @@
 // (retained-slabs.ts) and reads them back equal to what was appended, for entries of every
 // kind, large payloads and entries larger than a slab included; that retainBytes bounds the
 // heap the slabs really take, dropping the oldest first and never an entry the standby has not
-// applied; that a small call costs a small fraction of its old ~600 B of objects; and that lag
+// applied; that an entry the encoding cannot hold exactly stays an object; that a small call costs a small fraction of its old ~600 B of objects; and that lag
 // is still measured in wire bytes (entryBytes), across dropped entries.
 import { describe, expect, it } from "vitest";
 import { type Entry, type EntryBody, entryBytes } from "./entries.js";
@@ -95,6 +95,23 @@ describe("ReplicationLog retention", () => {
     const c = log.append(fence(3), 0);
     log.release(3, 64 * 1024); // slabs of 8 KiB
     expect(log.read(1, 10, Number.POSITIVE_INFINITY)).toEqual([a, b, c]);
+  });
+
+  it("keeps an entry the encoding cannot hold exactly as its object", () => {
+    const log = new ReplicationLog();
+    const odd: EntryBody = {
+      kind: "call",
+      sessionId: "s",
+      frame: 2,
+      call: { op: "boAlloc", context: 1, sizeBytes: 1.5 }, // a simulator's invalid call
+      handles: { contextsCreated: [], contextsDestroyed: [], bosAssigned: [], bosReleased: [] },
+      result: { code: 5, outputDigest: new Uint8Array(0) },
+    };
+    const entries = [log.append(fence(1), 0), log.append(odd, 0), log.append(fence(3), 0)];
+    log.release(3, 1024 * 1024);
+    const read = log.read(1, 10, Number.POSITIVE_INFINITY);
+    expect(read).toEqual(entries);
+    expect(read[1]).toBe(entries[1]);
   });
 
   it("holds a small call in a small fraction of its objects' heap", () => {

@@ -5,6 +5,9 @@
 // keeps its names (session ids, tenants, kernel names) beside its bytes, and per entry its end
 // offset, cumulative wire bytes and append time in typed arrays (16 B). Entries are decoded again
 // only when read (a resume). heapBytes is what the slabs really hold: their capacities.
+// An entry the encoding cannot hold exactly (a value out of its range: a negative offset, a
+// non-float32 argument — which no entry decoded from the wire has, but a simulator's may) is
+// kept as its object, counted at an object's cost.
 
 import { packBody, unpackBody } from "../wire/entry-pack.js";
 import { type Names, NameTable, PackReader, PackWriter } from "../wire/packed-bytes.js";
@@ -24,6 +27,8 @@ const INDEX_ENTRIES_MIN = 64;
 /** Heap of a slab's objects besides its arrays, and of a name besides its characters. */
 const SLAB_OVERHEAD_BYTES = 512;
 const NAME_OVERHEAD_BYTES = 48;
+/** Heap of an entry kept as its object (measured ~600 B for a small call), payload aside. */
+const OBJECT_ENTRY_HEAP_BYTES = 640;
 
 class Slab {
   readonly firstSeq: number;
@@ -43,6 +48,9 @@ class Slab {
   /** The encoder's side of `names`, while the slab takes entries. */
   table: NameTable | undefined = new NameTable();
   namesHeap = 0;
+  /** Entries kept as objects (no bytes: an empty range), by index in the slab. */
+  objects: Map<number, Entry> | undefined;
+  objectsHeap = 0;
 
   constructor(firstSeq: number, baseCum: number, capacityBytes: number) {
     this.firstSeq = firstSeq;
@@ -59,7 +67,7 @@ class Slab {
 
   get heapBytes(): number {
     const index = this.ends.byteLength + this.cums.byteLength + this.appendedMs.byteLength;
-    return SLAB_OVERHEAD_BYTES + this.buf.byteLength + index + this.namesHeap;
+    return SLAB_OVERHEAD_BYTES + this.buf.byteLength + index + this.namesHeap + this.objectsHeap;
   }
 
   /** The index arrays with room for `n` entries. */
@@ -127,8 +135,10 @@ export class RetainedSlabs {
     const w = this.writer;
     const current = this.slabs.at(-1);
     if (current?.table !== undefined) {
-      w.begin();
-      packBody(w, current.table, false, entry.body);
+      if (!this.pack(current.table, entry)) {
+        this.placeObject(current, entry, bytes, cum, appendedMs);
+        return;
+      }
       if (current.used + w.length <= current.buf.length) {
         this.place(current, w, cum, appendedMs);
         return;
@@ -141,9 +151,37 @@ export class RetainedSlabs {
     const slab = new Slab(entry.seq, cum - bytes, Math.ceil(size));
     this.slabs.push(slab);
     this.heap += slab.heapBytes;
-    w.begin();
-    packBody(w, slab.table!, false, entry.body);
-    this.place(slab, w, cum, appendedMs);
+    if (this.pack(slab.table!, entry)) this.place(slab, w, cum, appendedMs);
+    else this.placeObject(slab, entry, bytes, cum, appendedMs);
+  }
+
+  /** The entry's body into the writer; false when the encoding cannot hold it exactly. */
+  private pack(table: NameTable, entry: Entry): boolean {
+    this.writer.begin();
+    try {
+      packBody(this.writer, table, false, entry.body);
+      return true;
+    } catch (e) {
+      if (e instanceof RangeError) return false;
+      throw e;
+    }
+  }
+
+  private placeObject(slab: Slab, entry: Entry, bytes: number, cum: number, ms: number): void {
+    const before = slab.heapBytes;
+    slab.objects ??= new Map();
+    slab.objects.set(slab.count, entry);
+    slab.objectsHeap += OBJECT_ENTRY_HEAP_BYTES + bytes;
+    this.index(slab, slab.used, cum, ms);
+    this.heap += slab.heapBytes - before;
+  }
+
+  private index(slab: Slab, end: number, cum: number, appendedMs: number): void {
+    if (slab.count === slab.ends.length) slab.resizeIndex(2 * slab.count);
+    slab.ends[slab.count] = end;
+    slab.cums[slab.count] = cum - slab.baseCum;
+    slab.appendedMs[slab.count] = appendedMs;
+    slab.count++;
   }
 
   private place(slab: Slab, w: PackWriter, cum: number, appendedMs: number): void {
@@ -157,11 +195,7 @@ export class RetainedSlabs {
     }
     w.copyTo(slab.buf, slab.used);
     slab.used = end;
-    if (slab.count === slab.ends.length) slab.resizeIndex(2 * slab.count);
-    slab.ends[slab.count] = end;
-    slab.cums[slab.count] = cum - slab.baseCum;
-    slab.appendedMs[slab.count] = appendedMs;
-    slab.count++;
+    this.index(slab, end, cum, appendedMs);
     slab.syncNames();
     this.heap += slab.heapBytes - before;
   }
@@ -184,6 +218,7 @@ export class RetainedSlabs {
   entryAt(seq: number): Entry {
     const { slab, i } = this.find(seq);
     const start = i === 0 ? 0 : slab.ends[i - 1]!;
+    if (start === slab.ends[i]) return slab.objects!.get(i)!;
     const reader = new PackReader(slab.buf, slab.names, start, slab.ends[i]!);
     const body = unpackBody(reader, seq);
     invariant(reader.done, `retained entry ${seq} decoded short`);

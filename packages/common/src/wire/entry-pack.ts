@@ -15,8 +15,8 @@ import type {
   PageWrite,
   SessionCloseReason,
 } from "../core/entries.js";
-import { invariant } from "../errors.js";
-import { MalformedError } from "./call-codec.js";
+import { invariant } from "../core/errors.js";
+import { MalformedError } from "./malformed.js";
 import {
   emptyNames,
   malformedPacked as malformed,
@@ -121,8 +121,8 @@ export function packBody(w: PackWriter, names: NameTable, inline: boolean, body:
       packFrames(w, names, inline, body.frames);
       return;
     case "mmioStore":
-      w.varint(body.context);
-      w.varint(body.bo);
+      w.u32(body.context);
+      w.u32(body.bo);
       w.varint(body.offset);
       w.bytes(body.data);
       packFrames(w, names, inline, body.frames);
@@ -149,40 +149,40 @@ function packCall(w: PackWriter, names: NameTable, inline: boolean, call: Call):
       return;
     case "contextDestroy":
     case "fence":
-      w.varint(call.context);
+      w.u32(call.context);
       return;
     case "boAlloc":
-      w.varint(call.context);
+      w.u32(call.context);
       w.varint(call.sizeBytes);
       return;
     case "boFree":
     case "boMap":
     case "boUnmap":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       return;
     case "dmaWrite":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       w.varint(call.offset);
       w.bytes(call.data);
       return;
     case "dmaRead":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       w.varint(call.offset);
       w.varint(call.length);
       return;
     case "boCopy":
-      w.varint(call.context);
-      w.varint(call.srcBo);
+      w.u32(call.context);
+      w.u32(call.srcBo);
       w.varint(call.srcOffset);
-      w.varint(call.dstBo);
+      w.u32(call.dstBo);
       w.varint(call.dstOffset);
       w.varint(call.length);
       return;
     case "kernelLaunch":
-      w.varint(call.context);
+      w.u32(call.context);
       w.name(call.kernel, names, inline);
       w.varint(call.args.length);
       for (const arg of call.args) packArg(w, arg);
@@ -194,10 +194,10 @@ function packArg(w: PackWriter, arg: KernelArg): void {
   w.u8(ARG_TAGS[arg.kind]);
   switch (arg.kind) {
     case "buffer":
-      w.varint(arg.bo);
+      w.u32(arg.bo);
       return;
     case "u32":
-      w.varint(arg.value);
+      w.u32(arg.value);
       return;
     case "i32":
       w.zigzag(arg.value);
@@ -225,24 +225,24 @@ function packHandles(w: PackWriter, h: HandleDelta): void {
 
 function packHandleList(w: PackWriter, list: readonly number[]): void {
   w.varint(list.length);
-  for (const handle of list) w.varint(handle);
+  for (const handle of list) w.u32(handle);
 }
 
 function packRefList(w: PackWriter, list: readonly BoRef[]): void {
   w.varint(list.length);
   for (const ref of list) {
-    w.varint(ref.context);
-    w.varint(ref.bo);
+    w.u32(ref.context);
+    w.u32(ref.bo);
   }
 }
 
 function packPage(w: PackWriter, p: PageWrite): void {
-  w.varint(p.context);
-  w.varint(p.bo);
-  w.varint(p.pageIndex);
+  w.u32(p.context);
+  w.u32(p.bo);
+  w.u32(p.pageIndex);
   w.varint(p.extents.length);
   for (const e of p.extents) {
-    w.varint(e.offsetInPage);
+    w.u32(e.offsetInPage);
     w.bytes(e.data);
   }
 }

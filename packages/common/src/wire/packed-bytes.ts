@@ -4,7 +4,7 @@
 // stream's, or a retained-log slab's). The writer is reused and only grows; large byte fields
 // are referenced, not copied, until finish() assembles the batch. The reader bounds-checks
 // every read and throws MalformedError for anything out of shape.
-import { MalformedError } from "./call-codec.js";
+import { MalformedError } from "./malformed.js";
 
 const U32_MAX = 0xffffffff;
 /** A varint carries at most 8 bytes (56 bits); values above 2^53 - 1 are refused. */
@@ -21,6 +21,8 @@ const NAME_INDEX_BASE = 2;
 export const NAME_TABLE_LIMITS = { names: 16_384, bytes: 1024 * 1024 } as const;
 
 const utf8 = new TextEncoder();
+/** String.prototype.isWellFormed (Node 20+; not in this project's TypeScript lib). */
+type WellFormed = { isWellFormed(): boolean };
 const utf8Strict = new TextDecoder("utf-8", { fatal: true });
 
 /** Throws the MalformedError of a packed batch (entry-pack.ts catches it). */
@@ -133,7 +135,7 @@ export class PackWriter {
   varint(value: number): void {
     if (this.pos + VARINT_BYTES_MAX > this.buf.length) this.room(VARINT_BYTES_MAX);
     const buf = this.buf;
-    if (value < 0x80 && value >= 0) {
+    if ((value & 0x7f) === value) {
       buf[this.pos++] = value;
       return;
     }
@@ -146,8 +148,15 @@ export class PackWriter {
     buf[this.pos++] = n;
   }
 
-  /** A signed 32-bit integer, zigzag-mapped to a varint. */
+  /** A uint32 as a varint; RangeError for anything else (the decoder would refuse it). */
+  u32(value: number): void {
+    if (value >>> 0 !== value) throw new RangeError(`packed u32 ${value}`);
+    this.varint(value);
+  }
+
+  /** A signed 32-bit integer, zigzag-mapped to a varint; RangeError for anything else. */
   zigzag(value: number): void {
+    if ((value | 0) !== value) throw new RangeError(`packed int32 ${value}`);
     this.varint(value >= 0 ? value * 2 : -value * 2 - 1);
   }
 
@@ -165,7 +174,11 @@ export class PackWriter {
     this.pos += n;
   }
 
+  /** A float32 (RangeError for a number float32 cannot hold exactly: it would change). */
   float32(value: number): void {
+    if (Math.fround(value) !== value && !Number.isNaN(value)) {
+      throw new RangeError(`packed float32 ${value}`);
+    }
     this.f32[0] = value;
     this.room(4);
     this.buf.set(this.f32Bytes, this.pos);
@@ -195,7 +208,10 @@ export class PackWriter {
     this.utf8(value);
   }
 
+  /** RangeError for a string UTF-8 cannot hold (a lone surrogate would change). */
   private utf8(value: string): void {
+    if (!(value as unknown as WellFormed).isWellFormed())
+      throw new RangeError("packed string with a lone surrogate");
     const maxBytes = value.length * 3;
     this.room(VARINT_BYTES_MAX + maxBytes);
     const lengthAt = this.pos;

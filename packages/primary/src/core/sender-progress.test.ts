@@ -61,7 +61,7 @@ describe("the sender's operator figures", () => {
     const sender = new Sender(options, new ReplicationLog(), fakeStream, 1);
     sender.connected(0);
     sender.poll(0);
-    sender.step({ ...emptyHello, empty: false }, 1);
+    sender.step(testStandbyHello({ empty: false }), 1);
     const beats = (now: number) => sender.poll(now).filter((m) => m.kind === "heartbeat");
     expect(beats(200)).toMatchObject([{ maintenancePaused: false }]);
     sender.maintenancePaused = true;
