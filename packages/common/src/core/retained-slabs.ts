@@ -27,6 +27,8 @@ const INDEX_ENTRIES_MIN = 64;
 /** Heap of a slab's objects besides its arrays, and of a name besides its characters. */
 const SLAB_OVERHEAD_BYTES = 512;
 const NAME_OVERHEAD_BYTES = 48;
+/** An entry's index: its end (4 B), cumulative wire bytes (4 B), append time (8 B). */
+const INDEX_ENTRY_BYTES = 16;
 /** Heap of an entry kept as its object (measured ~600 B for a small call), payload aside. */
 const OBJECT_ENTRY_HEAP_BYTES = 640;
 
@@ -47,10 +49,10 @@ class Slab {
   readonly names: Names = { list: [], bytes: 0 };
   /** The encoder's side of `names`, while the slab takes entries. */
   table: NameTable | undefined = new NameTable();
-  namesHeap = 0;
   /** Entries kept as objects (no bytes: an empty range), by index in the slab. */
   objects: Map<number, Entry> | undefined;
-  objectsHeap = 0;
+  /** The heap the slab holds: its arrays' capacities, its names and objects (kept up to date). */
+  heapBytes: number;
 
   constructor(firstSeq: number, baseCum: number, capacityBytes: number) {
     this.firstSeq = firstSeq;
@@ -59,19 +61,16 @@ class Slab {
     this.ends = new Uint32Array(INDEX_ENTRIES_MIN);
     this.cums = new Uint32Array(INDEX_ENTRIES_MIN);
     this.appendedMs = new Float64Array(INDEX_ENTRIES_MIN);
+    this.heapBytes = SLAB_OVERHEAD_BYTES + capacityBytes + INDEX_ENTRIES_MIN * INDEX_ENTRY_BYTES;
   }
 
   get lastSeq(): number {
     return this.firstSeq + this.count - 1;
   }
 
-  get heapBytes(): number {
-    const index = this.ends.byteLength + this.cums.byteLength + this.appendedMs.byteLength;
-    return SLAB_OVERHEAD_BYTES + this.buf.byteLength + index + this.namesHeap + this.objectsHeap;
-  }
-
   /** The index arrays with room for `n` entries. */
   resizeIndex(n: number): void {
+    this.heapBytes += (n - this.ends.length) * INDEX_ENTRY_BYTES;
     const resize = <T extends Uint32Array | Float64Array>(a: T, make: (n: number) => T): T => {
       const b = make(n);
       b.set(a.subarray(0, this.count));
@@ -96,7 +95,7 @@ class Slab {
     for (const [name, i] of table.index) {
       if (i < list.length) continue;
       list[i] = name;
-      this.namesHeap += NAME_OVERHEAD_BYTES + 2 * name.length;
+      this.heapBytes += NAME_OVERHEAD_BYTES + 2 * name.length;
     }
   }
 }
@@ -131,7 +130,9 @@ export class RetainedSlabs {
    */
   push(entry: Entry, bytes: number, cum: number, appendedMs: number, retainBytes: number): void {
     const last = this.lastSeq;
-    invariant(last === undefined || entry.seq === last + 1, `retained ${entry.seq} after ${last}`);
+    if (last !== undefined && entry.seq !== last + 1) {
+      invariant(false, `retained ${entry.seq} after ${last}`);
+    }
     const w = this.writer;
     const current = this.slabs.at(-1);
     if (current?.table !== undefined) {
@@ -171,7 +172,7 @@ export class RetainedSlabs {
     const before = slab.heapBytes;
     slab.objects ??= new Map();
     slab.objects.set(slab.count, entry);
-    slab.objectsHeap += OBJECT_ENTRY_HEAP_BYTES + bytes;
+    slab.heapBytes += OBJECT_ENTRY_HEAP_BYTES + bytes;
     this.index(slab, slab.used, cum, ms);
     this.heap += slab.heapBytes - before;
   }
@@ -191,6 +192,7 @@ export class RetainedSlabs {
       // A single entry larger than a slab: the slab is made its size.
       const grown = new Uint8Array(end);
       grown.set(slab.buf.subarray(0, slab.used));
+      slab.heapBytes += end - slab.buf.length;
       slab.buf = grown;
     }
     w.copyTo(slab.buf, slab.used);
