@@ -20,7 +20,7 @@ import type {
   SnapshotChunk,
   StandbyMessage,
 } from "@vgpu-ha/common/core";
-import { ErrorCode } from "@vgpu-ha/common/core";
+import { ErrorCode, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
 import { digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry } from "./applier.js";
@@ -176,7 +176,8 @@ export class Receiver {
       snapshotId: this.sink?.snapshotId ?? 0,
       snapshotChunk: this.sink?.received ?? 0,
       ...(this.options.pullsSnapshots ? { pullsSnapshots: true } : {}),
-      ...this.options.version,
+      // Without a version: this build's protocol (a hello without one is protocol 1).
+      ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
     };
   }
 
