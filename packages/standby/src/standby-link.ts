@@ -4,7 +4,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import {
   announcedVersion,
-  decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
@@ -15,6 +14,7 @@ import {
   type NodeVersion,
   type PeerIdentityRule,
   type PrimaryMessage,
+  primaryDecoder,
   type StandbyMessage,
   type wire,
 } from "@vgpu-ha/common";
@@ -89,7 +89,7 @@ export class StandbyLink {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.acceptLink(link, call.getPeer());
   }
@@ -172,6 +172,25 @@ export class StandbyLink {
       };
     }
     return null;
+  }
+
+  /**
+   * A message of a snapshot pull (snapshot-puller.ts): stepped like the stream's; the
+   * receiver's answer (its ack) goes back on the live stream. Only chunks are taken there.
+   */
+  pulled(message: PrimaryMessage): void {
+    if (this.closed || this.muted() || message.kind !== "snapshot") return;
+    if (message.epoch >= this.receiver.epoch) this.lastMessageMs = this.now();
+    this.stepping = true;
+    let replies: StandbyMessage[];
+    try {
+      replies = this.receiver.step(message);
+    } finally {
+      this.stepping = false;
+    }
+    const link = this.link;
+    if (link !== undefined) for (const out of replies) link.send(out);
+    this.onStep(message);
   }
 
   /**

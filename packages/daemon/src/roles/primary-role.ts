@@ -7,7 +7,6 @@
 // status.
 import {
   type DiscardedWork,
-  decodePrimaryMessage,
   encodeStandbyMessage,
   type FaultedFrame,
   type GuestLink,
@@ -15,6 +14,7 @@ import {
   grpcLink,
   nodeTimers,
   type PrimaryMessage,
+  primaryDecoder,
   type ReplicationGauges,
   ReplicationLog,
   type SessionView,
@@ -24,13 +24,14 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, type DeviceFailure, digestOf, digestWhenDone } from "@vgpu-ha/gpu-model";
+import { Backend, type DeviceFailure, digestOf } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
   IdleSessions,
   listSessions,
   PrimaryDriver,
+  type PullStream,
   ReplicationClient,
   type SenderEvent,
   SessionAdmission,
@@ -304,9 +305,14 @@ export class PrimaryRole implements Role {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.driver.acceptReplication(link, call.getPeer());
+  }
+
+  /** A standby pulls snapshot pages: the driver serves or refuses it. */
+  pullSnapshot(request: StandbyMessage, stream: PullStream, remote: string): void {
+    this.driver.pullSnapshot(stream, request, remote);
   }
 
   probe() {
