@@ -14,14 +14,7 @@ const release = "packages/common/src/core/release.ts";
 const standbyDriver = "packages/standby/src/standby-driver.ts";
 
 export const MUTANTS: readonly Mutant[] = [
-  {
-    name: "far-behind-while-granted",
-    what: "a granted standby that lags in applying is treated as far behind: replies go out past what it holds",
-    file: primaryMachine,
-    original:
-      '    if (this.options.mode === "async" || grantBinds(this.grant) || s.state !== "streaming")',
-    replacement: '    if (this.options.mode === "async" || s.state !== "streaming")',
-  },
+
   {
     name: "release-all",
     what: "the primary releases every reply whatever its lease and its standby hold",
