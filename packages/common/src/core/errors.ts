@@ -122,6 +122,11 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "the call was in flight on a device that failed; it was not run again and had no effect",
   ),
+  [ErrorCode.KERNEL_CONTRACT_MISMATCH]: info(
+    "KERNEL_CONTRACT_MISMATCH",
+    false,
+    "the replication peer's device runs another kernel contract version",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {
