@@ -7,7 +7,12 @@ import { parseConfig } from "@vgpu-ha/common";
 import { type DeviceExecutor, InlineExecutor } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import { DeferredExecutor } from "./deferred-executor.js";
-import { DeviceStartError, deviceStatus, modelKernelContract, setUpDevice } from "./device-setup.js";
+import {
+  DeviceStartError,
+  deviceStatus,
+  modelKernelContract,
+  setUpDevice,
+} from "./device-setup.js";
 import type { AdapterIdentity, WebGpuModule } from "./webgpu-module.js";
 
 const ADAPTER: AdapterIdentity = {
@@ -97,7 +102,10 @@ describe("setUpDevice", () => {
 
   it("a golden-vector failure refuses the start, naming the kernel", async () => {
     const gpu = fakeGpu("golden vector reduce_sum_f32 n=2049: hash differs from the model's");
-    const start = setUpDevice(config({ backend: "webgpu" }), { ...quiet, load: async () => gpu.mod });
+    const start = setUpDevice(config({ backend: "webgpu" }), {
+      ...quiet,
+      load: async () => gpu.mod,
+    });
     await expect(start).rejects.toBeInstanceOf(DeviceStartError);
     await expect(start).rejects.toThrow(/device.backend webgpu did not start: .*reduce_sum_f32/);
   });
