@@ -11,8 +11,14 @@
 // Every sum still sees its products in p order, rounding through Math.fround at each step, so
 // the result is bit for bit that of the naive loop. Columns past the last whole tile take 4×1
 // strips; rows past the last whole tile take the i-p-j row loop.
+//
+// Flush-to-zero (contract v2, f32.ts): every operand and every product and sum loses a
+// subnormal to a zero of its sign. The tiles skip those checks, which is exact when no
+// operand, product or sum can be subnormal; flushIsIdentity() proves that from the smallest
+// magnitudes in A and B before the launch. Otherwise (data with tiny values) every row takes
+// the i-p-j row loop, which flushes at each step.
 import { bufferArg, checkDistinct, checkFits, scalarArg } from "./args.js";
-import { canonicalizeNaNs } from "./f32.js";
+import { canonicalizeNaNs, F32_MIN_NORMAL, ftz } from "./f32.js";
 import type { KernelSpec, ResolvedArg } from "./types.js";
 
 /** Rows and columns of C per register tile. */
@@ -127,7 +133,7 @@ function strip4x1(
   cf[c + 3 * n] = s3;
 }
 
-/** Row i of C by the i-p-j loop: the rows below the last whole tile. */
+/** Row i of C by the i-p-j loop, flushing every operand, product and sum. */
 function row(
   cf: Float32Array,
   af: Float32Array,
@@ -136,17 +142,52 @@ function row(
   n: number,
   k: number,
 ) {
+  const f = Math.fround;
   const cRow = i * n;
   const cEnd = cRow + n;
   cf.fill(0, cRow, cEnd);
   const aRow = i * k;
   for (let p = 0; p < k; p++) {
-    const aip = af[aRow + p]!;
+    const aip = ftz(af[aRow + p]!);
     let bIndex = p * n;
     for (let cIndex = cRow; cIndex < cEnd; cIndex++, bIndex++) {
-      cf[cIndex] = Math.fround(cf[cIndex]! + Math.fround(aip * bf[bIndex]!));
+      cf[cIndex] = ftz(f(cf[cIndex]! + ftz(f(aip * ftz(bf[bIndex]!)))));
     }
   }
+}
+
+/** The smallest nonzero magnitude among values[0..count), NaN aside; +inf when there is none. */
+function smallestMagnitude(values: Float32Array, count: number): number {
+  let smallest = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < count; i++) {
+    const magnitude = Math.abs(values[i]!);
+    if (magnitude < smallest && magnitude !== 0) smallest = magnitude;
+  }
+  return smallest;
+}
+
+/** Products of magnitude at least this are multiples of 2^-125, and so are all their sums. */
+const SAFE_PRODUCT = 2 ** -102;
+
+/**
+ * True when flushing cannot change any value of this product, so the tiles may skip it: no
+ * operand is subnormal, and every nonzero finite product has a magnitude of at least 2^-102.
+ * Such a product is a float32 with exponent ≥ -102, a multiple of 2^-125; sums of multiples of
+ * 2^-125 are multiples of 2^-125 (below 2^-101 exactly representable, above it on a coarser
+ * grid), so a nonzero one is at least 2^-125 in magnitude: never subnormal. Zeros, infinities
+ * and NaNs never make a subnormal either.
+ */
+export function flushIsIdentity(
+  af: Float32Array,
+  bf: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+) {
+  const smallestA = smallestMagnitude(af, m * k);
+  if (smallestA < F32_MIN_NORMAL) return false;
+  const smallestB = smallestMagnitude(bf, k * n);
+  return smallestB >= F32_MIN_NORMAL && smallestA * smallestB >= SAFE_PRODUCT;
 }
 
 function multiply(
@@ -157,6 +198,10 @@ function multiply(
   n: number,
   k: number,
 ) {
+  if (!flushIsIdentity(af, bf, m, n, k)) {
+    for (let i = 0; i < m; i++) row(cf, af, bf, i, n, k);
+    return;
+  }
   const mTiled = m - (m % TILE);
   const nTiled = n - (n % TILE);
   // The tiles' sums start from +0 in C (k = 0 leaves them so).
