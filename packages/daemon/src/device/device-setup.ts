@@ -6,8 +6,11 @@
 // runs the model and says why. The setup also says what the node announces about its device:
 // the kernel contract version (replication hello, status, metrics) and the adapter.
 import type { Config } from "@vgpu-ha/common";
-import type { DeviceExecutor, ExecutorFactory } from "@vgpu-ha/gpu-model";
-import * as model from "@vgpu-ha/gpu-model";
+import {
+  type DeviceExecutor,
+  type ExecutorFactory,
+  KERNEL_CONTRACT_VERSION,
+} from "@vgpu-ha/gpu-model";
 import { workerExecutor } from "@vgpu-ha/gpu-model/worker";
 import { DeferredExecutor } from "./deferred-executor.js";
 import {
@@ -46,12 +49,11 @@ export interface DeviceSetupDeps {
 }
 
 /**
- * The kernel contract of this build's model: gpu-model's KERNEL_CONTRACT_VERSION (contract v2
- * on), 1 for a model from before it was exported.
+ * The kernel contract of this build's model (docs/gpu-model.md, "Kernel contract"); the webgpu
+ * backend implements the same one, which its golden vectors check at start.
  */
 export function modelKernelContract(): number {
-  const v = (model as { KERNEL_CONTRACT_VERSION?: unknown }).KERNEL_CONTRACT_VERSION;
-  return typeof v === "number" ? v : 1;
+  return KERNEL_CONTRACT_VERSION;
 }
 
 function kernelContract(config: Config): number {
