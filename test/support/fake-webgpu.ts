@@ -11,7 +11,7 @@ export const FAKE_ADAPTER = {
   device: "fake-gpu-1",
   description: "Fake GPU for tests",
   driver: "0.0.1",
-  webgpuVersion: "0.0.0-fake",
+  webgpu: "0.0.0-fake",
 } as const;
 
 /** The built module's path, for testing.webgpuModule. */

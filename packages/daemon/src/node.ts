@@ -323,7 +323,7 @@ export class VgpuNode implements Supervisor {
         architecture: a?.architecture ?? "",
         device: a?.device ?? "",
         driver: a?.driver ?? "",
-        webgpu: a?.webgpuVersion ?? "",
+        webgpu: a?.webgpu ?? "",
       },
       1,
     );

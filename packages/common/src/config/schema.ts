@@ -159,6 +159,8 @@ export const ConfigSchema = z
              * `model`, it logs why and runs the CPU model instead.
              */
             onFailure: z.enum(["exit", "model"]).default("exit"),
+            /** Flags for Dawn's create(), e.g. ["backend=vulkan"] (docs/gpu.md). */
+            dawnFlags: z.array(z.string().min(1).max(200)).max(32).default([]),
           })
           .prefault({}),
       })

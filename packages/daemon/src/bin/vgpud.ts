@@ -74,7 +74,11 @@ async function check(config: Config): Promise<VgpudExit> {
 async function checkGpu(config: Config): Promise<VgpudExit> {
   const gpuConfig: Config = {
     ...config,
-    device: { ...config.device, backend: "webgpu", webgpu: { onFailure: "exit" } },
+    device: {
+      ...config.device,
+      backend: "webgpu",
+      webgpu: { ...config.device.webgpu, onFailure: "exit" },
+    },
   };
   try {
     const device = await setUpDevice(gpuConfig, { warn: () => {} });

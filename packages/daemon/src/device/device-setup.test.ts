@@ -21,7 +21,7 @@ const ADAPTER: AdapterIdentity = {
   device: "nvidia-h100-80gb-hbm3",
   description: "NVIDIA H100 80GB HBM3",
   driver: "580.159.04",
-  webgpuVersion: "0.6.2",
+  webgpu: "0.6.2",
 };
 
 const config = (device: Record<string, unknown> = {}, testing: Record<string, unknown> = {}) =>
@@ -108,6 +108,23 @@ describe("setUpDevice", () => {
     });
     await expect(start).rejects.toBeInstanceOf(DeviceStartError);
     await expect(start).rejects.toThrow(/device.backend webgpu did not start: .*reduce_sum_f32/);
+  });
+
+  it("a GPU whose buffers cannot hold device.maxBoBytes refuses the start", async () => {
+    const closed: boolean[] = [];
+    const mod: WebGpuModule = {
+      async createWebGpuExecutor() {
+        const executor = new InlineExecutor();
+        executor.close = () => closed.push(true);
+        return { executor, adapter: ADAPTER, maxBufferBytes: 2 ** 20 };
+      },
+    };
+    const start = setUpDevice(config({ backend: "webgpu", maxBoBytes: "2MiB" }), {
+      ...quiet,
+      load: async () => mod,
+    });
+    await expect(start).rejects.toThrow(/at most 1048576 bytes, below device.maxBoBytes/);
+    expect(closed).toEqual([true]);
   });
 
   it("a missing package refuses the start too", async () => {

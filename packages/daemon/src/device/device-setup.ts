@@ -82,13 +82,21 @@ function modelSetup(config: Config, fallbackReason?: string): DeviceSetup {
 
 export async function setUpDevice(config: Config, deps: DeviceSetupDeps): Promise<DeviceSetup> {
   if (config.device.backend === "model") return modelSetup(config);
-  const options: WebGpuExecutorOptions = { maxCallMs: config.device.maxCallMs };
+  const options: WebGpuExecutorOptions = { dawnFlags: config.device.webgpu.dawnFlags };
   const specifier = config.testing.webgpuModule ?? WEBGPU_PACKAGE;
   let gpu: WebGpuModule;
-  let first: { executor: DeviceExecutor; adapter: AdapterIdentity };
+  let first: Awaited<ReturnType<WebGpuModule["createWebGpuExecutor"]>>;
   try {
     gpu = await (deps.load ?? importWebGpu)(specifier);
     first = await gpu.createWebGpuExecutor(options);
+    const max = first.maxBufferBytes;
+    if (max !== undefined && max < config.device.maxBoBytes) {
+      first.executor.close();
+      throw new Error(
+        `the GPU holds buffers of at most ${max} bytes, below device.maxBoBytes ` +
+          `(${config.device.maxBoBytes}): lower device.maxBoBytes`,
+      );
+    }
   } catch (e) {
     const reason = `device.backend webgpu did not start: ${(e as Error)?.message ?? String(e)}`;
     if (config.device.webgpu.onFailure === "model") {

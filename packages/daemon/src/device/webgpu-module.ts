@@ -10,15 +10,17 @@ export interface AdapterIdentity {
   readonly device: string;
   readonly description: string;
   /** The driver's version, where the adapter exposes it. */
-  readonly driver?: string;
+  readonly driver?: string | undefined;
+  /** Dawn's backend (vulkan …), where the adapter says. */
+  readonly backend?: string | undefined;
   /** The npm `webgpu` (Dawn) package version. */
-  readonly webgpuVersion: string;
+  readonly webgpu: string;
 }
 
 /** What createWebGpuExecutor is asked for. */
 export interface WebGpuExecutorOptions {
-  /** One operation running longer than this fails the device (device.maxCallMs). */
-  readonly maxCallMs: number;
+  /** Dawn flags for its create(), e.g. backend=vulkan (device.webgpu.dawnFlags). */
+  readonly dawnFlags: readonly string[];
 }
 
 export interface WebGpuModule {
@@ -26,9 +28,12 @@ export interface WebGpuModule {
    * Opens the adapter, compiles the pipelines and runs the golden vectors; rejects, naming the
    * kernel, when a result differs from the model's, or when there is no adapter.
    */
-  createWebGpuExecutor(
-    options: WebGpuExecutorOptions,
-  ): Promise<{ executor: DeviceExecutor; adapter: AdapterIdentity }>;
+  createWebGpuExecutor(options: WebGpuExecutorOptions): Promise<{
+    executor: DeviceExecutor;
+    adapter: AdapterIdentity;
+    /** The largest buffer object the device holds, in bytes. */
+    maxBufferBytes?: number;
+  }>;
 }
 
 /** The package the webgpu backend lives in. */
@@ -43,12 +48,13 @@ export async function importWebGpu(specifier: string = WEBGPU_PACKAGE): Promise<
   return mod as WebGpuModule;
 }
 
-/** "nvidia nvidia-h100-80gb-hbm3 (hopper, driver 580.159.04, webgpu 0.6.2)": for people. */
+/** "nvidia nvidia-h100-80gb-hbm3 (hopper, driver 580.159.04, vulkan, webgpu 0.6.2)": for people. */
 export function describeAdapter(a: AdapterIdentity): string {
   const details = [
     a.architecture,
     a.driver !== undefined && a.driver !== "" ? `driver ${a.driver}` : undefined,
-    `webgpu ${a.webgpuVersion}`,
-  ].filter((d) => d !== undefined && d !== "");
+    a.backend,
+    `webgpu ${a.webgpu}`,
+  ].filter((d): d is string => d !== undefined && d !== "");
   return `${a.vendor} ${a.device || a.description} (${details.join(", ")})`;
 }
