@@ -3,7 +3,7 @@
 // alike: equal digests after concurrent random guest sessions (every call kind, every kernel,
 // MMIO stores, faults), and through a SIGKILL failover (the standby takes over, guests resume
 // exactly once, the old primary rejoins by snapshot) and a switchover (no snapshot), in sync
-// mode. VGPUHA_TEST_GPUS=2 puts the two nodes on two GPUs (test/support/gpu-placement.ts); else
+// mode. VGPUHA_TEST_GPUS=2 puts the two nodes on two GPUs (packages/daemon/src/process/gpu-placement.ts); else
 // both share one. Without an adapter the webgpu nodes exit 2 and these tests fail.
 import { CALL_OPS } from "@vgpu-ha/common";
 import { afterEach, describe, expect, it } from "vitest";

@@ -3,7 +3,7 @@
 // skip). VGPUHA_TEST_WEBGPU_MODULE=<file> swaps in another module with the same
 // createWebGpuExecutor (test/dist/support/fake-webgpu.js: a smoke test of the harness on a host
 // without a GPU; never a GPU result).
-import { gpuWrap } from "./gpu-placement.js";
+import { gpuWrap } from "@vgpu-ha/daemon";
 
 export type Backend = "model" | "webgpu";
 
