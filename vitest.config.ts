@@ -6,8 +6,8 @@ import { defineConfig } from "vitest/config";
 // several at once on a 2-core machine would starve their timers. `system`: tests that also need
 // external programs (etcd, prometheus, promtool, systemd-analyze), one file at a time; run by
 // `npm run test:system` (CI installs the programs; outside CI a missing one skips loudly).
-// `gpu`: tests that need a GPU adapter (test/gpu: webgpu pairs), one file at a time; run by
-// `npm run test:gpu` on a GPU host, never by `npm test`; without an adapter they fail.
+// `gpu`: tests that need a GPU adapter (`*.gpu.test.ts`, test/gpu), one file at a time; run
+// only by `npm run test:gpu`, and they fail (never skip) where no adapter exists.
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -23,6 +23,7 @@ export default defineConfig({
           exclude: [
             "**/node_modules/**",
             "**/dist/**",
+            "**/*.gpu.test.ts",
             "test/integration/**",
             "test/system/**",
             "test/gpu/**",
@@ -49,7 +50,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "gpu",
-          include: ["test/gpu/**/*.test.ts"],
+          include: ["packages/*/src/**/*.gpu.test.ts", "test/gpu/**/*.test.ts"],
           fileParallelism: false,
         },
       },

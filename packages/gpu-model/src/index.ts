@@ -23,7 +23,7 @@ export {
 } from "./device/kernels/golden-vectors.js";
 export { KERNEL_CONTRACT_VERSION, KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
-export type { ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
+export type { ChunkPages, ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
 export {
   type DeviceFailure,
   type DeviceProgress,
