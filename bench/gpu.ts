@@ -355,11 +355,17 @@ export async function runGpu(): Promise<void> {
       (_, cluster) => gemmRate(cluster, { warmupMs: WARM_MS, measureMs: 300 }),
     );
     gemmRounds = byName;
-    console.log("  small call round trip: standalone, sync");
+    console.log("  small call round trip: standalone, sync, and a model node for reference");
     small = {
       standalone: await smallCall(clusters.get("standalone")!),
       sync: await smallCall(clusters.get("sync")!),
     };
+    const model = await startStandalone("gpu-model-standalone", { device: { backend: "model" } });
+    try {
+      small.model_standalone = await smallCall(model);
+    } finally {
+      await model.stop();
+    }
   } finally {
     for (const c of clusters.values()) await c.stop();
   }
@@ -459,7 +465,7 @@ export async function runGpu(): Promise<void> {
       `GPUs used by the pairs: ${process.env.VGPUHA_TEST_GPUS ?? "1"} (VGPUHA_TEST_GPUS; 1 = both nodes of a pair on one GPU)`,
       `isolated: wall ms per launch over ${BATCH} launches submitted together, median of ${REPS}, after ${WARM_MS} ms of gemm to warm the clock; includes Dawn's per-dispatch encoding, not GPU timestamps`,
       `vgpud: ${PIPELINE} launches in flight from one guest session, ${DURATIONS.warmupMs} ms warm-up + ${DURATIONS.measureMs} ms; gemm2048 set-ups in ${ROUNDS} rotating rounds; ratios are medians of per-round ratios`,
-      "small call: increment_u32 of one word, one at a time, after a warm-up; µs per round trip from the guest library",
+      "small call: increment_u32 of one word, one at a time, after a warm-up; µs per round trip from the guest library; small_call_model_standalone_* is a CPU-model node (device.thread worker) on the same host, for reference",
       `failover: bench/failover.ts rounds (kill, pause, switchover) on a webgpu → webgpu sync pair, ${failover.kill.length} rounds`,
       "CUDA figures (data.cudaProbe) are the feasibility probe's on an H100 80GB HBM3, not this run",
       `whole run ${((performance.now() - started) / 1000).toFixed(0)} s`,
