@@ -117,9 +117,9 @@ export class PrimaryDriver<S> {
     this.backend = ports.backend;
     this.log = ports.log;
     this.nextSnapshotId = Math.floor(ports.clock.wallMs() * 1000);
-    this.sequencer = new Sequencer(this.backend, this.log, options.mmio, () =>
-      ports.clock.monotonicMs(),
-    );
+    // Standalone, every entry is dropped once its guest message is served (afterGuestMessage).
+    const mmio = { ...options.mmio, logKeepsEntries: ports.dialPeer !== undefined };
+    this.sequencer = new Sequencer(this.backend, this.log, mmio, () => ports.clock.monotonicMs());
     this.backend.trackMmio = ports.dialPeer !== undefined && options.mmio.mmio === "per-page";
     if (ports.dialPeer) {
       const o = options;

@@ -1,6 +1,6 @@
 // Proves the register-blocked gemm_f32 writes exactly the bits of the kernel it replaced (the
 // plain i-p-j loop, kept below as the reference, with contract v2's flush-to-zero of every
-// operand, product and sum added) on random shapes that straddle the 4×4 tile
+// operand, product and sum added) on random shapes that straddle the 4×8 WebAssembly tile
 // (whole tiles, leftover rows, leftover columns, both) and the 256-deep panels of B (k across
 // several panels, whose sums wait in C between them), on float32 data rich in NaNs,
 // infinities, signed zeros and subnormals, where any change in summation order would show.
@@ -86,7 +86,7 @@ const wideSpecialBitsArb = fc.constantFrom(
   0x7f7fffff,
 );
 
-/** Data the tiles take (no value below 2^-27 in magnitude but zeros): 2^-27·2^-27 ≥ 2^-102. */
+/** Data on which the tiles skip the flushes (no value below 2^-27 in magnitude but zeros). */
 const normalBitsArb = fc.oneof(
   { weight: 4, arbitrary: exponentBitsArb(100, 140) },
   { weight: 1, arbitrary: wideSpecialBitsArb },
@@ -132,7 +132,7 @@ const caseArb = (maxDim: number, values?: fc.Arbitrary<number>): fc.Arbitrary<Ca
     values,
   );
 
-/** Whether the kernel's tiles (rather than the flushing row loop) compute this case. */
+/** Whether the kernel's tiles may skip the flushes on this case (else they flush each step). */
 function tiled({ m, n, k, a, b }: Case): boolean {
   const af = makeBuffer(2, pagesFor(m * k), a).f32;
   const bf = makeBuffer(3, pagesFor(k * n), b).f32;
@@ -159,7 +159,7 @@ describe("gemm_f32 register blocking", () => {
     fc.assert(fc.property(caseArb(37), check), { numRuns: 25 });
   });
 
-  it("writes the previous kernel's bits on data without tiny values, which the tiles compute", () => {
+  it("writes the previous kernel's bits on data without tiny values (tiles without flushes)", () => {
     const property = fc.property(caseArb(37, normalBitsArb), (testCase) => {
       expect(tiled(testCase)).toBe(true);
       check(testCase);

@@ -88,36 +88,15 @@ function kernelBuffer(id: number, words: Uint32Array): KernelBuffer {
 /** Bit patterns that show the float rules: signed zeros and subnormals, the smallest normals,
  * infinities, NaNs with payloads, ordinary values, and values near 2^-63 whose products lie
  * around 2^-126. */
+// biome-ignore format: one kind of value per line
 const SPECIAL_BITS = [
-  0x00000000,
-  0x80000000, // ±0
-  0x00000001,
-  0x80000001,
-  0x007fffff,
-  0x807fffff,
-  0x00400000, // subnormals of each sign
-  0x00800000,
-  0x80800000,
-  0x00c00000,
-  0x80a00000, // smallest normals
-  0x7f800000,
-  0xff800000, // ±inf
-  0x7fc00000,
-  0x7fc00123,
-  0xffc00001,
-  0x7f800001,
-  0xffbfffff, // NaNs: quiet, payloads, signalling
-  0x3f800000,
-  0xbf800000,
-  0x40490fdb,
-  0x33800000,
-  0x7f7fffff,
-  0xff7fffff, // ordinary, largest
-  0x1f800000,
-  0x9f800000,
-  0x1fb504f3,
-  0x20000000,
-  0x1f000000, // 2^-64 .. 2^-63: tiny products
+  0x00000000, 0x80000000, // ±0
+  0x00000001, 0x80000001, 0x007fffff, 0x807fffff, 0x00400000, // subnormals of each sign
+  0x00800000, 0x80800000, 0x00c00000, 0x80a00000, // smallest normals
+  0x7f800000, 0xff800000, // ±inf
+  0x7fc00000, 0x7fc00123, 0xffc00001, 0x7f800001, 0xffbfffff, // NaNs: quiet, payloads, signalling
+  0x3f800000, 0xbf800000, 0x40490fdb, 0x33800000, 0x7f7fffff, 0xff7fffff, // ordinary, largest
+  0x1f800000, 0x9f800000, 0x1fb504f3, 0x20000000, 0x1f000000, // 2^-64 .. 2^-63: tiny products
 ];
 
 /** A seeded xorshift32 stream of words. */

@@ -141,12 +141,12 @@ describe("reduce_sum_f32 (contract v2: fixed tree)", () => {
     expect(out.f32[0]).toBeGreaterThan(1);
   });
 
-  it("rejects n beyond the input and out == in, and weighs one work unit per element", () => {
+  it("rejects n beyond the input and out == in, and weighs five work units per element", () => {
     const out = makeBuffer(1, 1);
     const input = makeBuffer(2, 1);
     expect(reduceSumF32Kernel.validate([out, input, PAGE_ELEMENTS + 1])?.reason).toBe("args");
     expect(reduceSumF32Kernel.validate([input, input, 1])?.reason).toBe("args");
     expect(reduceSumF32Kernel.validate([out, input, PAGE_ELEMENTS])).toBeNull();
-    expect(reduceSumF32Kernel.work([out, input, 8])).toBe(8);
+    expect(reduceSumF32Kernel.work([out, input, 8])).toBe(40);
   });
 });

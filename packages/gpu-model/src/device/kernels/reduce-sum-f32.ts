@@ -26,7 +26,7 @@ function unpack(args: readonly ResolvedArg[]) {
 
 /** The lanes of a whole block of 2048 elements of `values` from `base`: each lane's eight
  * loads in a local (this is most of the work, and the order is the same as partialLanes'). */
-function wholeLanes(values: Float32Array | Float64Array, base: number) {
+function wholeLanes(values: Float32Array, base: number) {
   const f = Math.fround;
   for (let t = 0, i = base; t < LANES; t++, i++) {
     let acc = ftz(f(0 + ftz(values[i]!)));
@@ -42,7 +42,7 @@ function wholeLanes(values: Float32Array | Float64Array, base: number) {
 }
 
 /** The lanes of a block of `count` (1..2047) elements: lanes past the data stay +0. */
-function partialLanes(values: Float32Array | Float64Array, base: number, count: number) {
+function partialLanes(values: Float32Array, base: number, count: number) {
   const f = Math.fround;
   lanes.fill(0);
   for (let r = 0; r < LOADS_PER_LANE; r++) {
@@ -55,7 +55,7 @@ function partialLanes(values: Float32Array | Float64Array, base: number, count: 
 }
 
 /** The value of the block of `count` (1..2048) elements of `values` from `base`. */
-function reduceBlock(values: Float32Array | Float64Array, base: number, count: number): number {
+function reduceBlock(values: Float32Array, base: number, count: number): number {
   if (count === REDUCE_BLOCK) wholeLanes(values, base);
   else partialLanes(values, base, count);
   const f = Math.fround;
@@ -65,10 +65,11 @@ function reduceBlock(values: Float32Array | Float64Array, base: number, count: n
   return lanes[0]!;
 }
 
-/** One pass: the block values of values[0..length). */
-function reducePass(values: Float32Array | Float64Array, length: number): Float64Array {
+/** One pass: the block values of values[0..length) (float32 values: a Float32Array holds
+ * them exactly, and keeps every pass on one array type for the JIT). */
+function reducePass(values: Float32Array, length: number): Float32Array {
   const blocks = Math.ceil(length / REDUCE_BLOCK);
-  const partials = new Float64Array(blocks);
+  const partials = new Float32Array(blocks);
   for (let w = 0; w < blocks; w++) {
     const base = w * REDUCE_BLOCK;
     partials[w] = reduceBlock(values, base, Math.min(REDUCE_BLOCK, length - base));
@@ -84,8 +85,9 @@ export function reduceTree(values: Float32Array, n: number): number {
   return level[0]!;
 }
 
-/** Work units per element: the lanes' additions are independent (bench/kernel-speed.ts). */
-const WORK_PER_ELEMENT = 1;
+/** Work units per element, measured (bench/kernel-speed.ts): the tree with its flush checks
+ * costs about 2.3x the sequential sum of contract v1 (2 units an element) on this CPU. */
+const WORK_PER_ELEMENT = 5;
 
 export const reduceSumF32Kernel: KernelSpec = {
   name: "reduce_sum_f32",

@@ -92,6 +92,6 @@ describe("saxpy_f32", () => {
     const large = makeBuffer(2, 2);
     expect(saxpyF32Kernel.validate([small, large, PAGE_ELEMENTS + 1, 1])?.reason).toBe("args");
     expect(saxpyF32Kernel.validate([large, small, PAGE_ELEMENTS + 1, 1])?.reason).toBe("args");
-    expect(saxpyF32Kernel.work([large, small, 3, 1])).toBe(6);
+    expect(saxpyF32Kernel.work([large, small, 3, 1])).toBe(15);
   });
 });

@@ -14,8 +14,9 @@ function unpack(args: readonly ResolvedArg[]) {
   };
 }
 
-/** Work units per element: measured cost relative to fill (bench/kernel-speed.ts). */
-const WORK_PER_ELEMENT = 2;
+/** Work units per element: measured cost relative to fill (bench/kernel-speed.ts); 2 before
+ * contract v2, whose four flush checks per element made it about 2.5x slower on this CPU. */
+const WORK_PER_ELEMENT = 5;
 
 export const saxpyF32Kernel: KernelSpec = {
   name: "saxpy_f32",

@@ -177,9 +177,9 @@ describe("stencil2d_f32", () => {
     expect(stencil2dF32Kernel.validate([dst, src, 32, 32, 0xffffffff, Number.NaN])).toBeNull();
   });
 
-  it("reports 8*width*height*max(iterations, 1) work", () => {
+  it("reports 16*width*height*max(iterations, 1) work", () => {
     const dst = makeBuffer(1, 1);
-    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 5, 0.5])).toBe(60 * 8);
-    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 0, 0.5])).toBe(12 * 8);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 5, 0.5])).toBe(60 * 16);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 0, 0.5])).toBe(12 * 16);
   });
 });

@@ -35,14 +35,16 @@ function step(from: Float32Array, to: Float32Array, width: number, height: numbe
       const e = from[row + (x < lastX ? x + 1 : x)]!;
       const w = from[row + (x > 0 ? x - 1 : 0)]!;
       const sum = ftz(f(ftz(f(ftz(f(n + s)) + e)) + w));
-      const laplacian = ftz(f(sum - ftz(f(4 * c))));
+      // 4c needs no flush: c is a flushed value, so 4c is ±0, at least 2^-124, inf or NaN.
+      const laplacian = ftz(f(sum - f(4 * c)));
       to[row + x] = ftz(f(c + ftz(f(alpha * laplacian))));
     }
   }
 }
 
-/** Work units per cell and iteration: five reads and nine rounded operations (bench/kernel-speed.ts). */
-const WORK_PER_CELL = 8;
+/** Work units per cell and iteration: five reads and eight rounded operations, six of them
+ * checked for flush-to-zero (bench/kernel-speed.ts: about 2x contract v1's 8 units). */
+const WORK_PER_CELL = 16;
 
 export const stencil2dF32Kernel: KernelSpec = {
   name: "stencil2d_f32",
