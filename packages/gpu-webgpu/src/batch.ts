@@ -9,7 +9,7 @@ import type { ShaderName } from "./wgsl/index.js";
 import { PARAM_BYTES, PARAM_GROUPS, PARAM_GX, PARAM_ONE, PARAM_WORDS } from "./wgsl/index.js";
 
 /** Upload blocks are at least this big (smaller ones are shared by the batch's operations). */
-const UPLOAD_BLOCK_BYTES = 1 << 20;
+const UPLOAD_BLOCK_BYTES = 64 << 10;
 /** Uniform and storage binding offsets must be multiples of this (WebGPU's minimum alignments). */
 const BINDING_ALIGN_BYTES = 256;
 

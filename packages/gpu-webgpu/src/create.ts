@@ -71,7 +71,7 @@ export async function openGpu(options: CreateWebGpuOptions = {}) {
     architecture: info.architecture,
     device: info.device,
     description: info.description,
-    driver: (info as { driver?: string }).driver,
+    driver: (info as { driver?: string }).driver ?? /\d+\.\d+(\.\d+)?/.exec(info.description)?.[0],
     backend: (info as { backend?: string }).backend,
     webgpu: WEBGPU_PACKAGE_VERSION,
   };

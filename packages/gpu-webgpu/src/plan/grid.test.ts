@@ -9,11 +9,11 @@ describe("gridFor", () => {
     expect(gridFor(0, 65535)).toEqual({ x: 0, y: 0, groups: 0 });
     expect(gridFor(65535, 65535)).toEqual({ x: 65535, y: 1, groups: 65535 });
     const g = gridFor(65536, 65535);
-    expect(g).toEqual({ x: 65535, y: 2, groups: 65536 });
+    expect(g).toEqual({ x: 32768, y: 2, groups: 65536 });
     for (const groups of [1, 7, 65536, 1 << 20, 65535 * 65535]) {
       const grid = gridFor(groups, 65535);
       expect(grid.x * grid.y).toBeGreaterThanOrEqual(groups);
-      expect(grid.x * (grid.y - 1)).toBeLessThan(groups);
+      expect(grid.x * grid.y - groups).toBeLessThan(grid.y);
       expect(grid.x).toBeLessThanOrEqual(65535);
       expect(grid.y).toBeLessThanOrEqual(65535);
     }

@@ -13,7 +13,8 @@ export function gridFor(groups: number, maxPerDimension: number): Grid {
   if (groups <= maxPerDimension) return { x: groups, y: groups === 0 ? 0 : 1, groups };
   const y = Math.ceil(groups / maxPerDimension);
   if (y > maxPerDimension) throw new Error(`invariant: ${groups} workgroups exceed a 2-D grid`);
-  return { x: maxPerDimension, y, groups };
+  // As square as the rows allow, so that few workgroups past the last run only to return.
+  return { x: Math.ceil(groups / y), y, groups };
 }
 
 /** Workgroups of 256 invocations for `elements`. */

@@ -212,6 +212,13 @@ function integerCases(): KernelCase[] {
       args: [{ buffer: 0 }, { buffer: 1 }, { buffer: 0 }, 257],
     },
     {
+      // 65537 workgroups: more than one grid dimension holds (a 2-D grid).
+      kernel: "increment_u32",
+      name: "n=2^24+5",
+      buffers: [u((1 << 24) + 5)],
+      args: [{ buffer: 0 }, (1 << 24) + 5, 3],
+    },
+    {
       kernel: "increment_u32",
       name: "delta 2^32-1",
       buffers: [u(1025)],

@@ -61,18 +61,24 @@ export class RandomOps {
   }
 
   private step(): void {
-    if (this.live.length < 2 || (this.live.length < 6 && this.int(10) === 0)) return this.alloc();
+    if (this.live.length < 2 || (this.live.length < 6 && this.int(10) === 0)) {
+      this.alloc();
+      return;
+    }
     const r = this.int(100);
-    if (r < 4 && this.live.length > 2) return this.free();
-    if (r < 20) return this.dmaWrite();
-    if (r < 28) return this.read();
-    if (r < 38) return this.copy();
-    if (r < 48) return this.stores();
-    if (r < 54) return this.pages();
-    if (r < 57) return this.xor();
-    if (r < 62) return this.hash();
-    if (r < 70) return this.snapshot();
-    return this.launch();
+    const kinds: [number, () => void][] = [
+      [4, () => (this.live.length > 2 ? this.free() : this.launch())],
+      [20, () => this.dmaWrite()],
+      [28, () => this.read()],
+      [38, () => this.copy()],
+      [48, () => this.stores()],
+      [54, () => this.pages()],
+      [57, () => this.xor()],
+      [62, () => this.hash()],
+      [70, () => this.snapshot()],
+      [100, () => this.launch()],
+    ];
+    kinds.find(([below]) => r < below)![1]();
   }
 
   private alloc(): void {

@@ -48,13 +48,13 @@ export const INCREMENT_U32_WGSL = elementwise(
   "  buf[i] = buf[i] + p.a1;",
 );
 
-/** saxpy_f32(y, x, n, a): y = ftz(ftz(a*x) + y), a no-FMA form, canonical NaN. */
+/** saxpy_f32(y, x, n, a): y = ftz(fmul(a, x) + y), a no-FMA form, canonical NaN. */
 export const SAXPY_F32_WGSL = elementwise(
   `@group(0) @binding(1) var<storage, read_write> y: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;`,
   "p.a0",
   `  let a = ftz(bitcast<f32>(p.a1));
-  let prod = ftz(a * ftz(x[i]));
+  let prod = fmul(a, ftz(x[i]));
   y[i] = canonbits(ftz(prod * p.one + ftz(bitcast<f32>(y[i]))));`,
 );
 

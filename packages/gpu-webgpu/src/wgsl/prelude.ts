@@ -31,6 +31,41 @@ fn ftz(x: f32) -> f32 {
   return x;
 }
 
+// A product as contract v2 has it: rounded to f32, then flushed if subnormal. The H100 flushes
+// a product whose exact value is below 2^-126 even when it rounds up to 2^-126 (tininess
+// before rounding). So a product that comes out zero from nonzero (flushed, so normal)
+// operands is decided exactly on the integer side: the 48-bit product of the significands
+// against the least exact value that rounds up to 2^-126, (2^24 - 1) * 2^-150 (ties to even).
+fn roundsToMinNormal(ua: u32, ub: u32) -> bool {
+  let k = i32((ua >> 23u) & 0xffu) + i32((ub >> 23u) & 0xffu) - 150;
+  if (k <= -25) { return false; }
+  if (k >= -22) { return true; }
+  let ma = (ua & 0x7fffffu) | 0x800000u;
+  let mb = (ub & 0x7fffffu) | 0x800000u;
+  let mh = ma >> 12u;
+  let ml = ma & 0xfffu;
+  let nh = mb >> 12u;
+  let nl = mb & 0xfffu;
+  let mid = mh * nl + ml * nh;
+  let t = ml * nl + ((mid & 0xfffu) << 12u);
+  let hi = mh * nh + (mid >> 12u) + (t >> 24u);
+  if (k == -24) { return hi >= 0xffffffu; }
+  return hi * 2u + ((t & 0xffffffu) >> 23u) >= 0xffffffu;
+}
+
+fn fmul(a: f32, b: f32) -> f32 {
+  let q = ftz(a * b);
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  // Tested on the bits: a float comparison may assume no NaN (WGSL allows it; on the H100
+  // NaN != 0.0 came out false).
+  let zero = (bitcast<u32>(q) & 0x7fffffffu) == 0u;
+  if (!zero || (ua & 0x7fffffffu) == 0u || (ub & 0x7fffffffu) == 0u) { return q; }
+  let sign = (ua ^ ub) & 0x80000000u;
+  if (roundsToMinNormal(ua, ub)) { return bitcast<f32>(sign | 0x00800000u); }
+  return bitcast<f32>(sign);
+}
+
 fn canonbits(x: f32) -> u32 {
   let b = bitcast<u32>(x);
   if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc00000u; }

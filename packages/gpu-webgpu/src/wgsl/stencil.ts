@@ -28,6 +28,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sum = ftz(ftz(ftz(n + s) + e) + w);
   let c4 = ftz(4.0f * c) * p.one;
   let lap = ftz(sum - c4);
-  let r = ftz(ftz(alpha * lap) * p.one + c);
+  let r = ftz(fmul(alpha, lap) * p.one + c);
   dst[i] = canonbits(r);
 }`;
