@@ -153,36 +153,12 @@ interface GpuModule {
   createWebGpuExecutor(
     o: object,
   ): Promise<{ executor: DeviceExecutor; adapter: Record<string, unknown> }>;
+  ExecutorDriver: new (executor: DeviceExecutor) => Ops;
 }
 
-/** Runs ops on an executor and resolves each op's result. */
-class Ops {
-  private next = 1;
-  private readonly waiting = new Map<number, (r: OpResult) => void>();
-  private failure: string | undefined;
-  constructor(private readonly executor: DeviceExecutor) {
-    executor.attach({
-      complete: (i, r) => {
-        this.waiting.get(i)?.(r);
-        this.waiting.delete(i);
-      },
-      progressed: () => {},
-      failed: (reason) => {
-        this.failure = reason;
-      },
-    });
-  }
-  run(ops: readonly DeviceOp[]): Promise<OpResult[]> {
-    if (this.failure !== undefined) throw new Error(this.failure);
-    return Promise.all(
-      ops.map((op) => {
-        const index = this.next++;
-        const done = new Promise<OpResult>((resolve) => this.waiting.set(index, resolve));
-        this.executor.submit(index, op);
-        return done;
-      }),
-    );
-  }
+/** gpu-webgpu's ExecutorDriver: runs ops on an executor and resolves their results. */
+interface Ops {
+  run(ops: readonly DeviceOp[]): Promise<OpResult[]>;
 }
 
 /** A case's buffers on the executor (ids from `firstId`), filled with 1.0f bits. */
@@ -213,7 +189,7 @@ async function warm(run: () => Promise<unknown>, ms = WARM_MS): Promise<void> {
 
 async function measureIsolated(gpu: GpuModule) {
   const { executor, adapter } = await gpu.createWebGpuExecutor({});
-  const ops = new Ops(executor);
+  const ops = new gpu.ExecutorDriver(executor);
   const perKernelMs: Record<string, number> = {};
   try {
     let nextId = 1;

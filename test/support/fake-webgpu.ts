@@ -25,3 +25,6 @@ export async function createWebGpuExecutor(options: { maxCallMs: number }) {
   if (failure !== undefined && failure !== "") throw new Error(failure);
   return { executor: workerExecutor({ maxCallMs: options.maxCallMs })(), adapter: FAKE_ADAPTER };
 }
+
+/** As the real package's (bench/gpu.ts drives the executor with it). */
+export { ExecutorDriver } from "@vgpu-ha/gpu-webgpu";
