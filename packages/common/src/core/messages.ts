@@ -93,6 +93,8 @@ export type StandbyMessage =
       /** What the sender runs (core/peer-version.ts); absent: a build that did not say. */
       readonly version?: string;
       readonly protocolVersion?: number;
+      /** This standby pulls snapshot pages on a stream of its own (PullSnapshot). */
+      readonly pullsSnapshots?: boolean;
       /** Its device's kernel contract and what that device is (absent: did not say). */
       readonly kernelContract?: number;
       readonly device?: string;

@@ -207,6 +207,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
           lastAppliedSeq: BigInt(m.lastAppliedSeq),
           snapshotId: BigInt(m.snapshotId),
           snapshotChunk: m.snapshotChunk,
+          pullsSnapshots: m.pullsSnapshots ?? false,
           ...versionToWire(m),
         }),
       };
@@ -267,6 +268,7 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         lastAppliedSeq: toSafe(k.value.lastAppliedSeq, "last applied seq"),
         snapshotId: toSafe(k.value.snapshotId, "snapshot id"),
         snapshotChunk: k.value.snapshotChunk,
+        ...(k.value.pullsSnapshots ? { pullsSnapshots: true } : {}),
         ...versionOf(k.value),
       };
     case "ack": {
