@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// Two projects. `unit`: the tests beside the code (packages/*/src), the simulator and other
+// Four projects. `unit`: the tests beside the code (packages/*/src), the simulator and other
 // in-process tests, run in parallel. `integration`: real vgpud processes (test/integration),
 // one file at a time — each file starts pairs of daemons whose leases are timed, and running
 // several at once on a 2-core machine would starve their timers. `system`: tests that also need

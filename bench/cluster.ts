@@ -54,13 +54,21 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-/** Which build's vgpud a node runs (before-build.ts); this build's when left out. */
-type Build = Pick<StartOptions, "spawn">;
+/**
+ * Which build's vgpud a node runs (before-build.ts; this build's when left out), and device
+ * settings over the benchmark's own (gpu.ts: device.backend webgpu).
+ */
+type Build = Pick<StartOptions, "spawn"> & { readonly device?: Record<string, unknown> };
 
 export async function startStandalone(label: string, build: Build = {}): Promise<Cluster> {
   const node = await startNode(
-    { ...COMMON, nodeId: "s", role: "standalone", device: { ...DEVICE, seed: 1 } },
-    { label, ...build },
+    {
+      ...COMMON,
+      nodeId: "s",
+      role: "standalone",
+      device: { ...DEVICE, seed: 1, ...build.device },
+    },
+    { label, spawn: build.spawn },
   );
   return { primary: node, standby: undefined, proxy: undefined, nodes: [node], stop: node.stop };
 }
@@ -83,7 +91,7 @@ export function startStandby(
       peer: { name: "a", ...(options.primary ? { replicationAddress: options.primary } : {}) },
       ...(options.listen ? { replication: { listen: options.listen } } : {}),
       ...leaseConfig(options.lease),
-      device: { ...DEVICE, seed: 2 },
+      device: { ...DEVICE, seed: 2, ...options.device },
     },
     { label, profileFromStart: options.profileFromStart ?? false, spawn: options.spawn },
   );
@@ -108,7 +116,7 @@ export function primaryConfig(o: Omit<PrimaryOptions, "label">): Record<string, 
     replication: { mode: o.mode },
     mmio: { replication: o.mmio ?? "per-page" },
     ...leaseConfig(o.lease),
-    device: { ...DEVICE, seed: 1 },
+    device: { ...DEVICE, seed: 1, ...o.device },
   };
 }
 
@@ -146,6 +154,7 @@ export async function startPair(
       lease: o.lease,
       listen: o.standbyListen,
       spawn: o.spawn,
+      device: o.device,
     });
     started.push(standby);
     nodes.push(standby);
@@ -158,6 +167,7 @@ export async function startPair(
       peer: proxy?.address ?? standby.replication!,
       lease: o.lease,
       spawn: o.spawn,
+      device: o.device,
     });
     started.push(primary);
     nodes.push(primary);

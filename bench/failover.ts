@@ -43,13 +43,19 @@ const POLL_MS = 10;
 type NodeName = "a" | "b";
 const other = (n: NodeName): NodeName => (n === "a" ? "b" : "a");
 
-interface LeaseSetting {
+export interface LeaseSetting {
   readonly name: string;
   readonly describe: string;
   /** Config `lease`; the product's defaults when undefined. */
   readonly lease: Record<string, number> | undefined;
   /** Whether the issue's targets apply (they are stated for the defaults). */
   readonly targets: boolean;
+  /** Config `device` over the pair's own (gpu.ts: device.backend webgpu). */
+  readonly device?: Record<string, unknown>;
+  /** A command each node runs under (spawnVgpud's `wrap`: GPU placement, gpu.ts). */
+  readonly wraps?: Partial<Record<"a" | "b", readonly string[]>>;
+  /** Rounds of each event (BENCH_FAILOVER_ROUNDS otherwise). */
+  readonly rounds?: number;
 }
 
 const SETTINGS: readonly LeaseSetting[] = [
@@ -104,9 +110,11 @@ class FailoverPair {
     for (const n of this.spawned) n.process.kill("SIGKILL");
   };
   private starts = 0;
+  private wraps: LeaseSetting["wraps"] = {};
 
   static async create(setting: LeaseSetting): Promise<FailoverPair> {
     const pair = new FailoverPair();
+    pair.wraps = setting.wraps ?? {};
     process.on("exit", pair.killAtExit);
     const [a, b] = await pairConfigs({
       names: ["a", "b"],
@@ -117,7 +125,7 @@ class FailoverPair {
         replication: { mode: "sync" },
         ops: { token: ADMIN_TOKEN },
         ...(setting.lease === undefined ? {} : { lease: setting.lease }),
-        device: { vramBytes: "256MiB" },
+        device: { vramBytes: "256MiB", ...setting.device },
         tenants: [{ ...BENCH_TENANT, vramQuotaBytes: "128MiB" }],
         log: { level: "info" },
       },
@@ -147,10 +155,12 @@ class FailoverPair {
   }
 
   async start(name: NodeName): Promise<void> {
+    const wrap = this.wraps?.[name];
     const node = await spawnVgpud({
       config: this.configs.get(name)!,
       dir: this.dir,
       name: `${name}-${this.starts++}`,
+      ...(wrap ? { wrap } : {}),
     });
     this.spawned.push(node);
     this.nodes.set(name, node);
@@ -440,7 +450,7 @@ async function switchoverRound(
 
 // ---- one lease setting ----
 
-interface SettingResult {
+export interface SettingResult {
   readonly setting: LeaseSetting;
   readonly kill: FailoverSample[];
   readonly pause: FailoverSample[];
@@ -454,10 +464,11 @@ interface SettingResult {
   readonly seconds: number;
 }
 
-async function runSetting(
+export async function runSetting(
   setting: LeaseSetting,
   deadlineMs: number | undefined,
 ): Promise<SettingResult> {
+  const rounds = setting.rounds ?? ROUNDS;
   const started = performance.now();
   console.log(`  ${setting.name}: ${setting.describe}`);
   const pair = await FailoverPair.create(setting);
@@ -473,7 +484,7 @@ async function runSetting(
     const switchover: SwitchoverSample[] = [];
     let stoppedEarly = false;
     let failure: string | undefined;
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < rounds; round++) {
       const roundStart = performance.now();
       try {
         const k = await killRound(pair, guests);
@@ -493,7 +504,7 @@ async function runSetting(
       );
       if (
         deadlineMs !== undefined &&
-        round + 1 < ROUNDS &&
+        round + 1 < rounds &&
         now + 1.3 * (now - roundStart) > deadlineMs
       ) {
         stoppedEarly = true;
@@ -540,7 +551,7 @@ async function runSetting(
 
 const atMost = (value: number, note: string): Target => ({ kind: "atMost", value, note });
 
-function settingMetrics(r: SettingResult): Metric[] {
+export function settingMetrics(r: SettingResult): Metric[] {
   const p = r.setting.name;
   const t = r.setting.targets;
   const ms = (name: string, value: number, target?: Target): Metric => ({

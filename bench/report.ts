@@ -21,6 +21,8 @@ export interface Metric {
 
 export interface Report {
   readonly name: string;
+  /** Fields written at the JSON's top level, after `benchmark` (gpu.json's `adapter`). */
+  readonly header?: Readonly<Record<string, unknown>>;
   readonly metrics: readonly Metric[];
   /** Named quotients of metrics from the same run (e.g. fill over memcpy). */
   readonly ratios?: Readonly<Record<string, number>>;
@@ -93,6 +95,7 @@ export function publish(report: Report): string {
   for (const note of report.notes ?? []) console.log(`note: ${note}`);
   const json = {
     benchmark: report.name,
+    ...report.header,
     machine: machineInfo(),
     notes: report.notes ?? [],
     metrics: Object.fromEntries(report.metrics.map((m) => [m.name, m.value])),

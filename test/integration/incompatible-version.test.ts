@@ -54,13 +54,18 @@ describe("a peer of another replication protocol version", () => {
     expect(s.replication?.state).toBe("empty");
     expect(p.protocolVersion).toBe(REPLICATION_PROTOCOL_VERSION);
     expect(s.protocolVersion).toBe(OTHER_PROTOCOL);
+    // The hellos also carry each device's kernel contract and description (docs/gpu.md).
     expect(p.replication?.peerVersion).toEqual({
       version: s.version,
       protocolVersion: OTHER_PROTOCOL,
+      kernelContract: s.kernelContractVersion,
+      device: "model",
     });
     expect(s.replication?.peerVersion).toEqual({
       version: p.version,
       protocolVersion: REPLICATION_PROTOCOL_VERSION,
+      kernelContract: p.kernelContractVersion,
+      device: "model",
     });
 
     const [pLines, sLines] = [refusalLines(primary), refusalLines(standby)];

@@ -18,14 +18,20 @@ export class FailoverPair {
   readonly dir = mkdtempSync(join(tmpdir(), "vgpu-failover-"));
   readonly nodes = new Map<NodeName, SpawnedNode>();
   private readonly configs = new Map<NodeName, Record<string, unknown>>();
+  /** A command a node's process runs under (spawnVgpud's `wrap`: GPU placement). */
+  readonly wraps = new Map<NodeName, readonly string[]>();
   private restarts = 0;
 
   /** `prepare` may change both configs before the nodes start (e.g. to route via proxies). */
   static async create(
     extra: Record<string, unknown> = {},
     prepare?: (configs: [Record<string, unknown>, Record<string, unknown>]) => Promise<void>,
+    wraps?: Partial<Record<NodeName, readonly string[]>>,
   ): Promise<FailoverPair> {
     const pair = new FailoverPair();
+    for (const [name, wrap] of Object.entries(wraps ?? {})) {
+      if (wrap) pair.wraps.set(name as NodeName, wrap);
+    }
     const [a, b] = await pairConfigs({
       names: ["a", "b"],
       dir: pair.dir,
@@ -64,10 +70,12 @@ export class FailoverPair {
   }
 
   async start(name: NodeName): Promise<SpawnedNode> {
+    const wrap = this.wraps.get(name);
     const node = await spawnTracked({
       dir: this.dir,
       name: `${name}-${this.restarts++}`,
       config: this.configs.get(name)!,
+      ...(wrap ? { wrap } : {}),
     });
     this.nodes.set(name, node);
     return node;

@@ -36,8 +36,15 @@ export interface NodeStatus {
     readonly heldReplies?: number;
     readonly log?: { firstRetainedSeq: number; heldEntries: number; heldBytes: number };
     /** What the peer runs, from its last hello (null: none yet). */
-    readonly peerVersion?: { version: string; protocolVersion: number } | null;
+    readonly peerVersion?: {
+      version: string;
+      protocolVersion: number;
+      kernelContract?: number;
+      device?: string;
+    } | null;
   } | null;
+  /** The kernel contract this node's device implements. */
+  readonly kernelContractVersion?: number;
   readonly maintenance?: { paused: boolean; by?: string; since?: string };
   readonly [key: string]: unknown;
 }

@@ -42,6 +42,8 @@ export interface PairOptions {
   readonly proxy?: boolean;
   /** Start the standby now (default) or later with startStandby() (needs proxy). */
   readonly startStandby?: boolean;
+  /** A command each node's process runs under (spawnVgpud's `wrap`: GPU placement). */
+  readonly wrap?: { readonly primary?: readonly string[]; readonly standby?: readonly string[] };
 }
 
 function isObject(v: unknown): v is Json {
@@ -97,6 +99,7 @@ export class ReplicationPair {
    */
   readonly pullProxy: TcpProxy;
   private readonly standbyConfig: Json;
+  private standbyWrap: readonly string[] | undefined;
   private standbyRuns = 0;
 
   private constructor(
@@ -132,15 +135,28 @@ export class ReplicationPair {
     let proxy: TcpProxy | undefined;
     let primary: SpawnedNode | undefined;
     try {
-      if (startStandby)
-        standby = await spawnTracked({ dir, name: "standby-1", config: standbyConfig });
+      const standbyWrap = options.wrap?.standby;
+      if (startStandby) {
+        standby = await spawnTracked({
+          dir,
+          name: "standby-1",
+          config: standbyConfig,
+          ...(standbyWrap ? { wrap: standbyWrap } : {}),
+        });
+      }
       if (options.proxy) proxy = await TcpProxy.start(standby?.replication);
       const peerAddress = proxy?.address ?? standby!.replication!;
       const primaryConfig = merge(merge(baseConfig(dir, "primary"), options.shared), {
         ...options.primary,
         peer: { name: "node-s", replicationAddress: peerAddress, ...(options.primary?.peer ?? {}) },
       });
-      primary = await spawnTracked({ dir, name: "primary", config: primaryConfig });
+      const primaryWrap = options.wrap?.primary;
+      primary = await spawnTracked({
+        dir,
+        name: "primary",
+        config: primaryConfig,
+        ...(primaryWrap ? { wrap: primaryWrap } : {}),
+      });
       pullProxy.setTarget(primary.replication);
     } catch (e) {
       await standby?.stop();
@@ -150,6 +166,7 @@ export class ReplicationPair {
     }
     const pair = new ReplicationPair(dir, primary, standby, proxy, pullProxy, standbyConfig);
     pair.standbyRuns = startStandby ? 1 : 0;
+    pair.standbyWrap = options.wrap?.standby;
     return pair;
   }
 
@@ -164,6 +181,7 @@ export class ReplicationPair {
       dir: this.dir,
       name: `standby-${this.standbyRuns}`,
       config: this.standbyConfig,
+      ...(this.standbyWrap ? { wrap: this.standbyWrap } : {}),
     });
     this.standby = standby;
     this.proxy.setTarget(standby.replication);

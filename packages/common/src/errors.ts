@@ -52,6 +52,7 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, GrpcStatus>> = {
   [ErrorCode.ADMIN_DISABLED]: GrpcStatus.PERMISSION_DENIED,
   [ErrorCode.DEVICE_FAULT]: GrpcStatus.ABORTED,
   [ErrorCode.SNAPSHOT_STALE]: GrpcStatus.FAILED_PRECONDITION,
+  [ErrorCode.KERNEL_CONTRACT_MISMATCH]: GrpcStatus.FAILED_PRECONDITION,
 };
 
 export interface GrpcErrorInfo extends ErrorInfo {

@@ -321,6 +321,20 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
       help: "1 once this node's device has failed (the node is stepping down and exits)",
       registers,
     }),
+    deviceInfo: new Gauge({
+      name: "vgpu_device_info",
+      help: "Always 1: what runs this node's device (backend model or webgpu), the kernel contract version it implements, and for webgpu the GPU adapter (vendor, architecture, device, driver) and the Dawn (npm webgpu) package version",
+      labelNames: [
+        "backend",
+        "kernel_contract",
+        "vendor",
+        "architecture",
+        "device",
+        "driver",
+        "webgpu",
+      ],
+      registers,
+    }),
     switchovers: new Counter({
       name: "vgpu_switchovers_total",
       help: "Planned switchovers this node handed over",
@@ -340,7 +354,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     }),
     replicationRefusals: new Counter({
       name: "vgpu_replication_refusals_total",
-      help: "Replication streams and probes refused (or peers not believed) because they did not come from this node's configured peer (wrong_cluster, wrong_node, own_node_id, no_hello) or it speaks another replication protocol version (incompatible_version); by direction (inbound: dialled us; outbound: we dialled it)",
+      help: "Replication streams and probes refused (or peers not believed) because they did not come from this node's configured peer (wrong_cluster, wrong_node, own_node_id, no_hello) or it speaks another replication protocol version (incompatible_version) or its device runs another kernel contract (incompatible_contract); by direction (inbound: dialled us; outbound: we dialled it)",
       labelNames: ["reason", "direction"],
       registers,
     }),

@@ -27,6 +27,7 @@ import type { DeviceFailure } from "@vgpu-ha/gpu-model";
 import { GuestGuard } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
+import { type DeviceSetup, deviceStatus, setUpDevice } from "./device/device-setup.js";
 import { stepDownForDevice } from "./device-failure.js";
 import { DeviceWatch } from "./device-watch.js";
 import { type GuestRefusalSink, guestRefusalReporter, withStreamLimit } from "./guest-listener.js";
@@ -102,6 +103,16 @@ export class VgpuNode implements Supervisor {
   /** Resolves once the node has stepped down because its device failed (vgpud exits 3). */
   readonly deviceFailure = new Promise<DeviceFailure>((resolve) => {
     this.stoppedForDevice = resolve;
+  });
+  /** The device (device.backend), set up by start(); the model as configured until then. */
+  private device: DeviceSetup | undefined;
+  private stoppedForContract: (message: string) => void = () => {};
+  /**
+   * Resolves once this standby has stopped because its primary's device runs another kernel
+   * contract (vgpud exits 2: restarting would not help).
+   */
+  readonly contractRefusal = new Promise<string>((resolve) => {
+    this.stoppedForContract = resolve;
   });
 
   constructor(config: Config, log: Logger, clock: Clock = systemClock) {
@@ -302,11 +313,56 @@ export class VgpuNode implements Supervisor {
       // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
       leaseThread: this.config.lease.mode === "peer" ? this.leaseThread : undefined,
       watchDevice: (progress) => this.deviceWatch.watch(progress),
+      ...(this.device ? { device: this.device } : {}),
+      contractRefused: (message) => this.contractRefused(message),
     };
+  }
+
+  /**
+   * Sets up the device (device.backend: device/device-setup.ts); throws DeviceStartError when
+   * the webgpu backend cannot start and may not fall back. Announced in the metrics.
+   */
+  private async setUpDevice(): Promise<DeviceSetup> {
+    const device = await setUpDevice(this.config, {
+      warn: (fields, message) => this.log.warn(fields, message),
+    });
+    this.device = device;
+    const a = device.adapter;
+    this.metrics.deviceInfo.set(
+      {
+        backend: device.backend,
+        kernel_contract: String(device.kernelContract),
+        vendor: a?.vendor ?? "",
+        architecture: a?.architecture ?? "",
+        device: a?.device ?? "",
+        driver: a?.driver ?? "",
+        webgpu: a?.webgpu ?? "",
+      },
+      1,
+    );
+    this.log.info(
+      { backend: device.backend, kernelContract: device.kernelContract, adapter: a },
+      `device: ${device.description}`,
+    );
+    return device;
+  }
+
+  /** The primary's device runs another kernel contract: this standby stops (vgpud exit 2). */
+  private contractRefused(message: string): void {
+    if (this.stopping) return;
+    this.log.error(
+      { detail: message },
+      "the primary's device runs another kernel contract: this node stops (exit 2)",
+    );
+    this.stop().then(
+      () => this.stoppedForContract(message),
+      () => this.stoppedForContract(message),
+    );
   }
 
   async start(): Promise<NodeAddresses> {
     const { config } = this;
+    await this.setUpDevice();
     const epochRead = this.store.read();
     this.epochRead = epochRead;
     this.guestServer = await bound(
@@ -478,15 +534,19 @@ export class VgpuNode implements Supervisor {
       bos: c.bos,
       vram: { usedBytes: c.vramUsed, totalBytes: c.vramTotal },
       leaseThread: this.leaseThread?.counts() ?? null,
-      device: this.deviceWatch.failure
-        ? {
-            failed: true,
-            reason: this.deviceWatch.failure.reason,
-            seq: this.deviceWatch.failure.seq,
-          }
-        : { failed: false },
+      device: {
+        ...deviceStatus(this.device, config),
+        ...(this.deviceWatch.failure
+          ? {
+              failed: true,
+              reason: this.deviceWatch.failure.reason,
+              seq: this.deviceWatch.failure.seq,
+            }
+          : { failed: false }),
+      },
       version: VERSION,
       protocolVersion: nodeVersion(config).protocolVersion,
+      kernelContractVersion: nodeVersion(config, this.device).kernelContract,
       uptimeSeconds: (Date.now() - this.startedMs) / 1000,
     };
   }

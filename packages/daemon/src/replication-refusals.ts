@@ -2,7 +2,8 @@
 // outside its cluster or from another node than peer.name (inbound), or a node at the peer's
 // address that named itself as someone else (outbound), or the peer's hello announcing another
 // replication protocol version (incompatible_version, either direction; the detail names both
-// versions). Each is counted in
+// versions) or another kernel contract (incompatible_contract: the detail names both contracts
+// and devices). Each is counted in
 // vgpu_replication_refusals_total{reason,direction} and logged at most once a second per
 // reason and direction, with the remote address.
 import type { NodeMetrics } from "@vgpu-ha/common";
@@ -40,6 +41,9 @@ export function replicationRefusals(
 function message(reason: string, direction: RefusalDirection): string {
   if (reason === "incompatible_version") {
     return "refused the replication peer: it speaks another replication protocol version";
+  }
+  if (reason === "incompatible_contract") {
+    return "refused the replication peer: its device runs another kernel contract";
   }
   return direction === "inbound"
     ? "refused a replication peer that is not ours"

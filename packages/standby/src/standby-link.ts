@@ -116,9 +116,10 @@ export class StandbyLink {
             // it steps down (it believes no epoch from an end that has not named itself).
             link.send(receiver.hello());
           }
-          // Our peer of another protocol version: our hello (without our epoch: nothing is
-          // believed across versions) says what we run, so it refuses us too, naming both.
-          if (why.reason === "incompatible_version") link.send({ ...receiver.hello(), epoch: 0 });
+          // Our peer of another protocol version or kernel contract: our hello (without our
+          // epoch: nothing is believed across versions) says what we run, so it refuses us
+          // too, naming both.
+          if ("versions" in why && why.versions) link.send({ ...receiver.hello(), epoch: 0 });
           // A stranger learns nothing of us, not even our epoch.
           const epoch = why.reason === "stale_epoch" ? receiver.epoch : 0;
           link.send({ kind: "error", epoch, code: why.code, message: why.message });

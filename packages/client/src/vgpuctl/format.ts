@@ -127,8 +127,34 @@ export function peerVersionLine(s: NodeStatus): string | undefined {
 }
 
 /**
+ * A node's device when it is not the plain CPU model (a GPU, or a GPU that fell back), and
+ * loudly when its peer's device runs another kernel contract: the pair does not replicate then.
+ */
+export function deviceLines(s: NodeStatus): string[] {
+  const lines: string[] = [];
+  const d = s.device;
+  const contract = s.kernelContractVersion;
+  if (d?.backend !== undefined && (d.backend !== "model" || d.fallbackReason !== undefined)) {
+    const fallback = d.fallbackReason ? `: FALLBACK (${d.fallbackReason})` : "";
+    lines.push(
+      `${s.nodeId}: device ${d.description ?? d.backend} (kernel contract ${contract ?? "?"})${fallback}`,
+    );
+  }
+  const p = s.replication?.peerVersion;
+  const theirs = p ? (p.kernelContract ?? 1) : undefined;
+  if (theirs !== undefined && contract !== undefined && theirs !== contract) {
+    const device = p?.device ? ` (${p.device})` : "";
+    lines.push(
+      `${s.nodeId}: peer ${s.replication?.peer ?? "?"} runs kernel contract ${theirs}${device}, this node ${contract}: INCOMPATIBLE, not replicating (docs/gpu.md)`,
+    );
+  }
+  return lines;
+}
+
+/**
  * Lines under the table: each node's last role change, maintenance mode, its peer's version
- * when it differs, a resync under way.
+ * when it differs, its device when a GPU (and a peer of another kernel contract), a resync
+ * under way.
  */
 export function renderDetails(views: readonly NodeView[], tty: boolean): string {
   const lines: string[] = [];
@@ -150,6 +176,7 @@ export function renderDetails(views: readonly NodeView[], tty: boolean): string 
     }
     const peer = peerVersionLine(s);
     if (peer) lines.push(peer);
+    lines.push(...deviceLines(s));
     const resync = resyncLine(s, tty);
     if (resync) lines.push(resync);
   }

@@ -39,7 +39,13 @@ export interface NodeStatus {
     readonly peer?: string;
     readonly eligible?: boolean;
     /** What the peer runs, from its last hello (null: no hello yet). */
-    readonly peerVersion?: { readonly version: string; readonly protocolVersion: number } | null;
+    readonly peerVersion?: {
+      readonly version: string;
+      readonly protocolVersion: number;
+      /** Its device's kernel contract and what the device is (absent: it did not say). */
+      readonly kernelContract?: number;
+      readonly device?: string;
+    } | null;
     /** null on a primary without a standby. */
     readonly lag: { entries: number } | null;
     readonly snapshot?: ResyncStatus | null;
@@ -48,6 +54,15 @@ export interface NodeStatus {
   readonly vram: { usedBytes: number; totalBytes: number };
   readonly version?: string;
   readonly protocolVersion?: number;
+  /** The kernel contract this node's device implements (docs/gpu-model.md). */
+  readonly kernelContractVersion?: number;
+  /** What runs the device: backend, contract, and for webgpu the adapter. */
+  readonly device?: {
+    readonly backend?: string;
+    readonly description?: string | null;
+    readonly fallbackReason?: string;
+    readonly failed?: boolean;
+  };
   readonly [key: string]: unknown;
 }
 

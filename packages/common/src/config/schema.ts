@@ -145,6 +145,24 @@ export const ConfigSchema = z
          * serving. A generous multiple of the largest legal call (about 1 s).
          */
         maxCallMs: ms(100, 3_600_000).default(10_000),
+        /**
+         * What runs the device's work: `model`, the CPU model (device.thread says where);
+         * `webgpu`, a GPU through Dawn (npm `webgpu`, loaded only then), which must give the
+         * model's exact bits: it runs the golden vectors at start (docs/gpu.md).
+         */
+        backend: z.enum(["model", "webgpu"]).default("model"),
+        webgpu: z
+          .strictObject({
+            /**
+             * When the webgpu backend cannot start (no adapter, Dawn missing, a golden vector
+             * differs): `exit`, vgpud exits 2 naming why (the kernel, for a golden vector);
+             * `model`, it logs why and runs the CPU model instead.
+             */
+            onFailure: z.enum(["exit", "model"]).default("exit"),
+            /** Flags for Dawn's create(), e.g. ["backend=vulkan"] (docs/gpu.md). */
+            dawnFlags: z.array(z.string().min(1).max(200)).max(32).default([]),
+          })
+          .prefault({}),
       })
       .prefault({}),
     limits: z
@@ -319,6 +337,18 @@ export const ConfigSchema = z
          * hung devices. Test-only: never in production.
          */
         kernelDelayMs: ms(0, 3_600_000).default(0),
+        /**
+         * The kernel contract version this node announces in its hello and checks its peer's
+         * against, instead of its device's (docs/gpu-model.md, "Kernel contract"), to test the
+         * refusal of a peer of another contract. Test-only: never in production.
+         */
+        kernelContractVersion: z.number().int().min(1).max(1000).optional(),
+        /**
+         * The module (a file path) the webgpu backend loads instead of @vgpu-ha/gpu-webgpu: a
+         * test's stand-in with the same createWebGpuExecutor, to test the backend's selection,
+         * identity and refusals on a host without a GPU. Test-only: never in production.
+         */
+        webgpuModule: z.string().min(1).optional(),
       })
       .prefault({}),
     log: z

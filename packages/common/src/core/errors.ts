@@ -127,6 +127,11 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "the snapshot pulled is not the one the primary is sending now",
   ),
+  [ErrorCode.KERNEL_CONTRACT_MISMATCH]: info(
+    "KERNEL_CONTRACT_MISMATCH",
+    false,
+    "the replication peer's device runs another kernel contract version",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

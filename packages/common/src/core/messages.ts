@@ -18,6 +18,9 @@ export type PrimaryMessage =
       /** What the sender runs (core/peer-version.ts); absent: a build that did not say. */
       readonly version?: string;
       readonly protocolVersion?: number;
+      /** Its device's kernel contract and what that device is (absent: did not say). */
+      readonly kernelContract?: number;
+      readonly device?: string;
     }
   | {
       readonly kind: "entries";
@@ -92,6 +95,9 @@ export type StandbyMessage =
       readonly protocolVersion?: number;
       /** This standby pulls snapshot pages on a stream of its own (PullSnapshot). */
       readonly pullsSnapshots?: boolean;
+      /** Its device's kernel contract and what that device is (absent: did not say). */
+      readonly kernelContract?: number;
+      readonly device?: string;
     }
   | {
       readonly kind: "ack";

@@ -65,6 +65,34 @@ describe("helloRefusal", () => {
     expect(r?.versions).toBeUndefined();
   });
 
+  it("refuses the peer of another kernel contract, naming both contracts and devices", () => {
+    const own = { version: "0.1.0", protocolVersion: 1, kernelContract: 2, device: "model" };
+    const gpu = "webgpu nvidia nvidia-h100-80gb-hbm3 (hopper, webgpu 0.6.2)";
+    const rule2 = { ...rule, version: own };
+    expect(
+      helloRefusal(rule2, { ...hello, protocolVersion: 1, kernelContract: 2, device: gpu }),
+    ).toBeNull();
+    const r = helloRefusal(rule2, { ...hello, protocolVersion: 1, kernelContract: 3, device: gpu });
+    expect(r).toMatchObject({
+      reason: RefusalReason.incompatibleContract,
+      code: ErrorCode.KERNEL_CONTRACT_MISMATCH,
+      versions: { own, peer: { protocolVersion: 1, kernelContract: 3, device: gpu } },
+    });
+    expect(r!.message).toContain(`peer "node-b" runs kernel contract 3 (${gpu})`);
+    expect(r!.message).toContain(`this node "node-a" runs kernel contract 2 (model)`);
+    // A build from before the announcement ran contract 1.
+    expect(helloRefusal(rule2, { ...hello, protocolVersion: 1 })?.reason).toBe(
+      "incompatible_contract",
+    );
+    expect(helloRefusal({ ...rule, version: { ...own, kernelContract: 1 } }, hello)).toBeNull();
+  });
+
+  it("names the protocol first when both the protocol and the contract differ", () => {
+    const own = { version: "0.1.0", protocolVersion: 1, kernelContract: 2 };
+    const r = helloRefusal({ ...rule, version: own }, { ...hello, protocolVersion: 2 });
+    expect(r?.reason).toBe(RefusalReason.incompatibleVersion);
+  });
+
   it("takes this build's protocol when the rule names no version", () => {
     const own = REPLICATION_PROTOCOL_VERSION;
     expect(helloRefusal(rule, { ...hello, protocolVersion: own })).toBeNull();

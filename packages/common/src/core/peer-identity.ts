@@ -10,7 +10,9 @@ import type { StandbyMessage } from "./messages.js";
 import {
   type AnnouncedVersion,
   announcedVersion,
+  compatibleContracts,
   compatibleVersions,
+  describeContract,
   describeVersion,
   type NodeVersion,
   REPLICATION_PROTOCOL_VERSION,
@@ -33,6 +35,8 @@ export const RefusalReason = {
   ownNodeId: "own_node_id",
   noHello: "no_hello",
   incompatibleVersion: "incompatible_version",
+  /** The peer's device runs another kernel contract (a standby then exits: vgpud exit 2). */
+  incompatibleContract: "incompatible_contract",
 } as const;
 export type RefusalReason = (typeof RefusalReason)[keyof typeof RefusalReason];
 
@@ -40,7 +44,7 @@ export interface IdentityRefusal {
   readonly reason: RefusalReason;
   readonly code: ErrorCode;
   readonly message: string;
-  /** incompatible_version: the versions of both ends, for the log and status. */
+  /** incompatible_version, incompatible_contract: what both ends run, for the log and status. */
   readonly versions?: { readonly own: NodeVersion; readonly peer: NodeVersion };
 }
 
@@ -86,15 +90,31 @@ export function helloRefusal(
   const who = identityRefusal(rule, hello);
   if (who !== null) return who;
   const own = rule.version ?? { version: "unknown", protocolVersion: REPLICATION_PROTOCOL_VERSION };
-  if (compatibleVersions(own, hello)) return null;
+  const versionsOk = compatibleVersions(own, hello);
+  if (versionsOk && compatibleContracts(own, hello)) return null;
   const peer = announcedVersion(hello);
-  const theirs = { version: clip(peer.version), protocolVersion: peer.protocolVersion };
+  const theirs = {
+    ...peer,
+    version: clip(peer.version),
+    ...(peer.device !== undefined ? { device: clip(peer.device) } : {}),
+  };
+  if (!versionsOk) {
+    return {
+      reason: RefusalReason.incompatibleVersion,
+      code: ErrorCode.INCOMPATIBLE_VERSION,
+      message:
+        `peer "${rule.peerName}" runs ${describeVersion(theirs)}, this node "${rule.nodeId}" ` +
+        `runs ${describeVersion(own)}: nodes replicate only within one protocol version`,
+      versions: { own, peer: theirs },
+    };
+  }
   return {
-    reason: RefusalReason.incompatibleVersion,
-    code: ErrorCode.INCOMPATIBLE_VERSION,
+    reason: RefusalReason.incompatibleContract,
+    code: ErrorCode.KERNEL_CONTRACT_MISMATCH,
     message:
-      `peer "${rule.peerName}" runs ${describeVersion(theirs)}, this node "${rule.nodeId}" ` +
-      `runs ${describeVersion(own)}: nodes replicate only within one protocol version`,
+      `peer "${rule.peerName}" runs ${describeContract(theirs)}, this node "${rule.nodeId}" ` +
+      `runs ${describeContract(own)}: the same calls would give other bits, so nodes ` +
+      "replicate only within one kernel contract",
     versions: { own, peer: theirs },
   };
 }

@@ -3,7 +3,9 @@
 // version. Package versions may differ within one protocol version, so one node at a time can
 // be upgraded while the other keeps serving (a rolling upgrade); a build that changes the wire
 // or its meaning bumps REPLICATION_PROTOCOL_VERSION, and then both nodes must be upgraded
-// together (docs/operations.md, "Upgrade").
+// together (docs/operations.md, "Upgrade"). A hello also announces the kernel contract of the
+// node's device (docs/gpu-model.md, "Kernel contract") and what that device is: two devices of
+// different contracts give different bits for the same calls, so they never replicate.
 
 /**
  * The replication protocol this build speaks. 1: the protocol of docs/replication.md as first
@@ -15,17 +17,32 @@ export const REPLICATION_PROTOCOL_VERSION = 2;
 /** Highest protocol version a node may claim (config testing.protocolVersion's bound too). */
 export const PROTOCOL_VERSION_MAX = 1000;
 
+/**
+ * The kernel contract of a node that does not say (docs/gpu-model.md, "Kernel contract"): builds
+ * from before the contract was announced ran contract 1.
+ */
+export const KERNEL_CONTRACT_UNANNOUNCED = 1;
+
 /** What a node runs. */
 export interface NodeVersion {
   /** Its package version, for people: "0.1.0". Not compared. */
   readonly version: string;
   readonly protocolVersion: number;
+  /**
+   * The kernel contract its device implements: both nodes of a pair must run the same one, or
+   * the same calls give other bits. Absent: KERNEL_CONTRACT_UNANNOUNCED.
+   */
+  readonly kernelContract?: number;
+  /** What its device is, for people ("model", "webgpu nvidia …"). Not compared. */
+  readonly device?: string;
 }
 
 /** What a hello announces: absent fields are a build from before versions were announced. */
 export interface AnnouncedVersion {
   readonly version?: string;
   readonly protocolVersion?: number;
+  readonly kernelContract?: number;
+  readonly device?: string;
 }
 
 /** The protocol a hello's sender speaks (absent: a build before announcements, protocol 1). */
@@ -33,9 +50,19 @@ export function announcedProtocol(a: AnnouncedVersion): number {
   return a.protocolVersion ?? 1;
 }
 
+/** The kernel contract of a node or hello (absent: a build before announcements, contract 1). */
+export function announcedContract(a: AnnouncedVersion): number {
+  return a.kernelContract ?? KERNEL_CONTRACT_UNANNOUNCED;
+}
+
 /** The peer's version as known from its hello ("unknown" for a build that did not say). */
 export function announcedVersion(a: AnnouncedVersion): NodeVersion {
-  return { version: a.version ?? "unknown", protocolVersion: announcedProtocol(a) };
+  return {
+    version: a.version ?? "unknown",
+    protocolVersion: announcedProtocol(a),
+    ...(a.kernelContract !== undefined ? { kernelContract: a.kernelContract } : {}),
+    ...(a.device !== undefined ? { device: a.device } : {}),
+  };
 }
 
 /** True when a node running `own` may replicate with a peer that announced `theirs`. */
@@ -43,7 +70,18 @@ export function compatibleVersions(own: NodeVersion, theirs: AnnouncedVersion): 
   return own.protocolVersion === announcedProtocol(theirs);
 }
 
+/** True when both run the same kernel contract (their devices give the same bits). */
+export function compatibleContracts(own: AnnouncedVersion, theirs: AnnouncedVersion): boolean {
+  return announcedContract(own) === announcedContract(theirs);
+}
+
 /** "vgpud 0.2.0 (replication protocol 2)": how versions read in logs, errors and status. */
 export function describeVersion(v: NodeVersion): string {
   return `vgpud ${v.version} (replication protocol ${v.protocolVersion})`;
+}
+
+/** "kernel contract 2 (webgpu nvidia …)": how a device's contract reads in logs and errors. */
+export function describeContract(v: AnnouncedVersion): string {
+  const device = v.device !== undefined && v.device !== "" ? ` (${v.device})` : "";
+  return `kernel contract ${announcedContract(v)}${device}`;
 }

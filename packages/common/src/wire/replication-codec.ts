@@ -353,19 +353,42 @@ function decodeResyncReason(reason: WireResyncReason): ResyncReason {
 }
 
 /** A hello's version fields for the wire (absent: not set, as a build before them sent). */
-function versionToWire(m: AnnouncedVersion): { version?: string; protocolVersion?: number } {
+function versionToWire(m: AnnouncedVersion): {
+  version?: string;
+  protocolVersion?: number;
+  kernelContractVersion?: number;
+  device?: string;
+} {
   return {
     ...(m.version !== undefined ? { version: m.version } : {}),
     ...(m.protocolVersion !== undefined ? { protocolVersion: m.protocolVersion } : {}),
+    ...(m.kernelContract !== undefined ? { kernelContractVersion: m.kernelContract } : {}),
+    ...(m.device !== undefined ? { device: m.device } : {}),
   };
 }
 
-/** A hello's version fields: "" and 0 (a build that did not say) are absent; at most 64 chars. */
-function versionOf(w: { version: string; protocolVersion: number }): AnnouncedVersion {
+/** Longest device description a hello may carry. */
+const MAX_DEVICE_CHARS = 256;
+
+/**
+ * A hello's version fields: "" and 0 (a build that did not say) are absent; a version of at
+ * most 64 characters, a device description of at most MAX_DEVICE_CHARS.
+ */
+function versionOf(w: {
+  version: string;
+  protocolVersion: number;
+  kernelContractVersion: number;
+  device: string;
+}): AnnouncedVersion {
   if (w.version.length > 64) malformed(`version of ${w.version.length} characters (at most 64)`);
+  if (w.device.length > MAX_DEVICE_CHARS) {
+    malformed(`device of ${w.device.length} characters (at most ${MAX_DEVICE_CHARS})`);
+  }
   return {
     ...(w.version !== "" ? { version: w.version } : {}),
     ...(w.protocolVersion !== 0 ? { protocolVersion: w.protocolVersion } : {}),
+    ...(w.kernelContractVersion !== 0 ? { kernelContract: w.kernelContractVersion } : {}),
+    ...(w.device !== "" ? { device: w.device } : {}),
   };
 }
 

@@ -8,6 +8,7 @@ import { Command, CommanderError } from "commander";
 import { checkPortsFree } from "../check/ports.js";
 import { checkBeforeStart } from "../check/start-checks.js";
 import { VGPUD_HELP, VgpudExit } from "../cli/vgpud-help.js";
+import { DeviceStartError, setUpDevice } from "../device/device-setup.js";
 import { VgpuNode } from "../node.js";
 import { VERSION } from "../version.js";
 
@@ -15,6 +16,7 @@ interface Options {
   config?: string;
   printConfig?: boolean;
   check?: boolean;
+  checkGpu?: boolean;
 }
 
 function program(): Command {
@@ -24,6 +26,10 @@ function program(): Command {
     .option("-c, --config <file>", "the config file, YAML or JSON (default: $VGPU_CONFIG)")
     .option("--print-config", "print the effective config as JSON (secrets hidden) and exit")
     .option("--check", "check the config and this host (tls files, ports free, memory) and exit")
+    .option(
+      "--check-gpu",
+      "open the webgpu backend (adapter, pipelines, golden vectors), print the adapter and exit",
+    )
     .version(VERSION, "-V, --version", "print the version and exit")
     .helpOption("-h, --help", "print this help and exit")
     .addHelpText("after", VGPUD_HELP)
@@ -61,6 +67,37 @@ async function check(config: Config): Promise<VgpudExit> {
   return VgpudExit.ok;
 }
 
+/**
+ * `--check-gpu`: starts the webgpu backend as a node would (whatever device.backend says, with
+ * no fallback), prints the adapter and the kernel contract; exit 2 naming why it cannot.
+ */
+async function checkGpu(config: Config): Promise<VgpudExit> {
+  const gpuConfig: Config = {
+    ...config,
+    device: {
+      ...config.device,
+      backend: "webgpu",
+      webgpu: { ...config.device.webgpu, onFailure: "exit" },
+    },
+  };
+  try {
+    const device = await setUpDevice(gpuConfig, { warn: () => {} });
+    console.log(
+      `vgpud: ${device.description}: golden vectors equal to the model's ` +
+        `(kernel contract ${device.kernelContract})`,
+    );
+    console.log(JSON.stringify(device.adapter));
+    // The executor's device keeps the process alive (GPU.md trap 6): main() exits.
+    return VgpudExit.ok;
+  } catch (e) {
+    if (e instanceof DeviceStartError) {
+      console.error(`vgpud: ${e.message}`);
+      return VgpudExit.config;
+    }
+    throw e;
+  }
+}
+
 async function run(config: Config): Promise<VgpudExit> {
   const log = createLogger({ level: config.log.level, nodeId: config.nodeId });
   let node: VgpuNode;
@@ -76,6 +113,13 @@ async function run(config: Config): Promise<VgpudExit> {
   try {
     await node.start();
   } catch (e) {
+    if (e instanceof DeviceStartError) {
+      // No adapter, no Dawn, or a golden vector differs: restarting would not help.
+      log.fatal({ reason: e.message }, "the device did not start");
+      console.error(`vgpud: ${e.message}`);
+      await new Promise<void>((resolve) => log.flush(() => resolve()));
+      return VgpudExit.config;
+    }
     log.fatal({ err: e }, "node failed to start");
     log.flush();
     return VgpudExit.startFailed;
@@ -93,6 +137,8 @@ async function run(config: Config): Promise<VgpudExit> {
     // The device failed: the node stepped down (device-failure.ts); a restart brings it back
     // as a standby with a fresh device.
     node.deviceFailure.then(() => resolve(VgpudExit.deviceFailed));
+    // This standby's primary runs another kernel contract: it stopped; a restart would not help.
+    node.contractRefusal.then(() => resolve(VgpudExit.config));
   });
   await new Promise<void>((resolve) => log.flush(() => resolve()));
   return exit;
@@ -120,6 +166,7 @@ async function main(argv: readonly string[]): Promise<VgpudExit> {
     return VgpudExit.ok;
   }
   if (options.check) return check(config);
+  if (options.checkGpu) return checkGpu(config);
   return run(config);
 }
 

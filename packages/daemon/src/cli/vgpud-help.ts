@@ -6,7 +6,11 @@ export const VgpudExit = {
   ok: 0,
   /** The config was valid but the node failed to start or crashed (systemd restarts it). */
   startFailed: 1,
-  /** An invalid config, tls files, host check or command line: a restart would not help. */
+  /**
+   * An invalid config, tls files, host check or command line; the webgpu backend did not start
+   * (no adapter, a golden vector differs); or the primary's device runs another kernel
+   * contract: a restart would not help.
+   */
   config: 2,
   /**
    * The device failed (work past device.maxCallMs, or its thread died): the node stepped down
@@ -29,10 +33,12 @@ Environment:
                       VGPU_NODES and VGPU_TOKEN are vgpuctl's old names and are ignored
 
 Exit codes:
-  0  done (--help, --version, --print-config, --check), or stopped by SIGTERM/SIGINT
+  0  done (--help, --version, --print-config, --check, --check-gpu), or stopped by SIGTERM/SIGINT
   1  the config is valid but the node failed to start (a fatal log line says why)
   2  invalid config, tls files, host check (memory, ports with --check) or command line:
-     one line per problem, naming the field ("config: guest.listen = ...: ...")
+     one line per problem, naming the field ("config: guest.listen = ...: ..."); the webgpu
+     backend did not start (no adapter, or a golden vector differs: the kernel is named); or,
+     on a standby, the primary's device runs another kernel contract
   3  the device failed (work past device.maxCallMs, or the device thread died): the node
      stepped down so its standby takes over; restarted, it joins as a standby
 

@@ -1,10 +1,17 @@
 import type { Config } from "@vgpu-ha/common";
 import type { BackendOptions } from "@vgpu-ha/gpu-model";
-import { workerExecutor } from "@vgpu-ha/gpu-model/worker";
 import type { SessionAdmissionLimits } from "@vgpu-ha/primary";
+import { type DeviceSetup, modelExecutor } from "../device/device-setup.js";
 
-/** The backend's options from the config; `seedOffset` lets tests vary nothing else. */
-export function backendOptions(config: Config, trackMmio: boolean): BackendOptions {
+/**
+ * The backend's options from the config; the device's executors from the node's device setup
+ * (absent: the CPU model as device.thread says).
+ */
+export function backendOptions(
+  config: Config,
+  trackMmio: boolean,
+  device?: DeviceSetup,
+): BackendOptions {
   return {
     device: config.device,
     tenants: new Map(
@@ -20,13 +27,7 @@ export function backendOptions(config: Config, trackMmio: boolean): BackendOptio
     maxDmaBytes: config.limits.maxDmaBytes,
     maxStoresPerBatch: config.limits.maxStoresPerBatch,
     trackMmio,
-    executor:
-      config.device.thread === "worker"
-        ? workerExecutor({
-            maxCallMs: config.device.maxCallMs,
-            kernelDelayMs: config.testing.kernelDelayMs,
-          })
-        : undefined,
+    executor: device ? device.executor : modelExecutor(config),
   };
 }
 

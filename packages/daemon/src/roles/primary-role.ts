@@ -103,7 +103,7 @@ export class PrimaryRole implements Role {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
         peerName: config.peer.name,
-        version: nodeVersion(config),
+        version: nodeVersion(config, deps.device),
         configuredPrimary: config.role === "primary",
         mode: r.mode,
         lease: {
@@ -135,7 +135,7 @@ export class PrimaryRole implements Role {
         clock,
         timers: nodeTimers,
         supervisor: deps.supervisor,
-        backend: takeover?.backend ?? new Backend(backendOptions(config, false)),
+        backend: takeover?.backend ?? new Backend(backendOptions(config, false, deps.device)),
         log: new ReplicationLog(takeover?.lastSeq ?? 0),
         dialPeer: this.client ? () => this.client!.dial() : undefined,
         guests: (hooks) => {

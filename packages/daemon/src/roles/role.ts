@@ -16,6 +16,7 @@ import type {
 import type { DeviceProgress, StateDigest } from "@vgpu-ha/gpu-model";
 import type { PullStream } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
+import type { DeviceSetup } from "../device/device-setup.js";
 import type { GuestRefusalSink } from "../guest-listener.js";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
 import type { LeaseThread } from "../lease/lease-thread.js";
@@ -53,6 +54,10 @@ export interface RoleDeps {
   readonly leaseThread?: LeaseThread | undefined;
   /** Follow this device from now on (the node steps down when it fails: device-watch.ts). */
   readonly watchDevice?: (progress: DeviceProgress) => void;
+  /** The node's device (device.backend), set up at start; absent: the model as configured. */
+  readonly device?: DeviceSetup;
+  /** A standby met a primary whose device runs another kernel contract: the node exits 2. */
+  readonly contractRefused?: (message: string) => void;
 }
 
 export interface Role {

@@ -50,8 +50,8 @@ export class StandbyRole implements Role {
       receiver: {
         clusterId: config.clusterId,
         nodeId: config.nodeId,
-        version: nodeVersion(config),
-        backendOptions: backendOptions(config, false),
+        version: nodeVersion(config, deps.device),
+        backendOptions: backendOptions(config, false, deps.device),
       },
       peerName: config.peer.name,
       peerGuestAddress: config.peer.guestAddress ?? "",
@@ -82,7 +82,10 @@ export class StandbyRole implements Role {
         receiverEvent: (e) => this.receiverEvent(e),
       },
       channelHeardMs: () => deps.leaseThread?.heardMs(),
-      onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
+      onRefused: (why, remote) => {
+        deps.refusals.report(why, remote, "inbound");
+        if (why.reason === "incompatible_contract") deps.contractRefused?.(why.message);
+      },
       // Knowing the primary's replication address, it pulls snapshot pages from there.
       ...(address !== undefined
         ? {

@@ -1,0 +1,39 @@
+#!/bin/bash
+# The command that produced bench/results/gpu*.json on the lent GPU machines (docs/benchmarks.md,
+# "gpu"), run from the root of a checkout whose .gpu/ holds: node.xz (a Node 20 linux-x64
+# binary, xz), libvulkan1_*.deb, webgpu/ (the npm package's index.js, package.json and
+# dist/linux-x64/dawn.node.xz), wt-webgpu-int.tar.xz (this tree built: dist folders and
+# node_modules without @bufbuild, @biomejs, typescript and webgpu), wgi-pb.tar.xz
+# (node_modules/@bufbuild/protobuf), wgi-overlay.tar.xz (files rebuilt since the tarball), and
+# .gl/ the libglvnd debs (libglvnd0 …: the NVIDIA ICD needs libGLdispatch). Writes logs and
+# gpu.json to $OUT. GPUS=2: each pair's nodes on two GPUs (VGPUHA_TEST_GPUS).
+set -o pipefail
+T0=$(date +%s)
+mkdir -p /tmp/n && xz -dc .gpu/node.xz > /tmp/n/node && chmod +x /tmp/n/node && export PATH=/tmp/n:$PATH
+dpkg -x .gpu/libvulkan1_*.deb / && for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+mkdir -p /tmp/w && tar -xJf .gpu/wt-webgpu-int.tar.xz -C /tmp/w && tar -xJf .gpu/wgi-pb.tar.xz -C /tmp/w && tar -xJf .gpu/wgi-overlay.tar.xz -C /tmp/w
+mkdir -p /tmp/w/node_modules/webgpu && cp -r .gpu/webgpu/. /tmp/w/node_modules/webgpu/ && xz -df /tmp/w/node_modules/webgpu/dist/linux-x64/dawn.node.xz
+cd /tmp/w
+nvidia-smi -L | tee $OUT/host.txt; node --version | tee -a $OUT/host.txt
+ls -la /usr/share/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d /etc/vulkan/icd.d >> $OUT/host.txt 2>&1; ldd $(ldconfig -p | grep -o '/.*libGLX_nvidia.so.0' | head -1) >> $OUT/host.txt 2>&1
+echo '{"nodeId":"x","role":"standalone"}' > /tmp/check.json
+if ! node packages/daemon/dist/bin/vgpud.js --config /tmp/check.json --check-gpu > $OUT/check-gpu.txt 2>&1; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  echo "retry with VK_DRIVER_FILES=$VK_DRIVER_FILES" >> $OUT/check-gpu.txt
+  node packages/daemon/dist/bin/vgpud.js --config /tmp/check.json --check-gpu >> $OUT/check-gpu.txt 2>&1
+fi
+echo "check-gpu exit $?" >> $OUT/check-gpu.txt; cat $OUT/check-gpu.txt
+echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}" >> $OUT/host.txt
+if [ "${GPUS:-1}" -ge 2 ]; then
+  ls -la /dev/nvidia* >> $OUT/host.txt 2>&1
+  if unshare -m sh -c 'mount --bind /dev/null /dev/nvidia1 && nvidia-smi -L' >> $OUT/host.txt 2>&1; then echo "placement: unshare ok" | tee -a $OUT/host.txt; else echo "placement: unshare FAILED, one GPU" | tee -a $OUT/host.txt; GPUS=1; fi
+  nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader -lms 500 > $OUT/nvsmi.csv 2>&1 &
+  SMI=$!
+fi
+echo "== test:gpu (test/gpu) $(($(date +%s)-T0)) s"
+VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${TEST_S:-250} node node_modules/vitest/vitest.mjs run --project gpu ${TESTS:-test/gpu} 2>&1 | tee $OUT/test-gpu.log | grep -E "✓|×|FAIL|Error|passed|failed|Tests" | head -60
+echo "== bench gpu $(($(date +%s)-T0)) s"
+VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${BENCH_S:-300} node bench/dist/run.js gpu 2>&1 | tee $OUT/bench-gpu.log | tail -70
+cp bench/results/gpu.json $OUT/ 2>/dev/null
+[ -n "${SMI:-}" ] && kill $SMI
+echo "== done $(($(date +%s)-T0)) s"
