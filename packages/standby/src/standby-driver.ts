@@ -246,6 +246,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         );
         return;
       case "awaitDevice": {
+        // The primary will do no more: what was held for its device goes to ours now (a frame
+        // its DeviceFault named is answered DEVICE_FAULT instead of running).
+        this.receiver.takeOverHeld();
+        this.afterStep();
         const backend = this.receiver.backend;
         const applied = () => this.run(machine.backlogApplied(deps.now(), this.facts()));
         if (backend === undefined) applied();

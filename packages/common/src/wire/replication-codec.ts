@@ -73,6 +73,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
         value: create(EntryBatchSchema, {
           packed: m.entries.length > 0 ? packEntries(m.entries) : new Uint8Array(0),
           lateResults: (m.lateResults ?? []).map(encodeLateResult),
+          ...(m.primaryDoneSeq !== undefined ? { primaryDoneSeq: BigInt(m.primaryDoneSeq) } : {}),
         }),
       };
     case "snapshot":
@@ -166,8 +167,14 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
 
 function decodeEntries(epoch: number, w: WireEntryBatch): PrimaryMessage {
   const entries = decodeEntryBatch(w);
-  if (w.lateResults.length === 0) return { kind: "entries", epoch, entries };
-  return { kind: "entries", epoch, entries, lateResults: w.lateResults.map(decodeLateResult) };
+  const done = w.primaryDoneSeq;
+  return {
+    kind: "entries",
+    epoch,
+    entries,
+    ...(w.lateResults.length > 0 ? { lateResults: w.lateResults.map(decodeLateResult) } : {}),
+    ...(done !== undefined ? { primaryDoneSeq: toSafe(done, "primary done seq") } : {}),
+  };
 }
 
 function encodeLateResult(r: LateResult): WireLateResult {

@@ -105,6 +105,7 @@ export class PrimaryRole implements Role {
         version: nodeVersion(config),
         configuredPrimary: config.role === "primary",
         mode: r.mode,
+        ...(r.holdStandbyDevice !== undefined ? { holdStandbyDevice: r.holdStandbyDevice } : {}),
         lease: {
           leaseMs: t.durationMs,
           heartbeatMs: t.heartbeatMs,

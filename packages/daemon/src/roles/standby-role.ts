@@ -236,6 +236,9 @@ export class StandbyRole implements Role {
           "the primary's device failed: it steps down; its frame in flight is never run again here",
         );
         return;
+      case "faultedNotRun":
+        logger.error(fields, "takeover: a frame the failed device was running is not run here");
+        return;
     }
   }
 

@@ -17,6 +17,16 @@ export interface SenderOptions {
   readonly heartbeatMs: number;
   readonly retransmitMs: number;
   readonly retainBytes: number;
+  /**
+   * Ask the standby to hold each entry's device work until this node's device has done it
+   * (core/release.ts holdsStandbyDevice), and tell it how far that is (deviceDoneSeq).
+   */
+  readonly holdStandby?: boolean;
+  /**
+   * The highest seq whose device work this node's device has completed (DeviceProgress.doneSeq);
+   * read at each poll while holdStandby. Absent: every entry's.
+   */
+  readonly deviceDoneSeq?: () => number;
 }
 
 /** A snapshot being produced (SnapshotSource in gpu-model). */
