@@ -115,4 +115,11 @@ export const MUTANTS: readonly Mutant[] = [
     original: "      muted: () => this.machine.holdingTakeover,",
     replacement: "      muted: () => false,",
   },
+  {
+    name: "standby-applies-before-primary-done",
+    what: "a holding standby hands entries to its device before the primary's device has done them (a hanging frame would run on both nodes at once)",
+    file: receiver,
+    original: "      if (this.holdingDevice && entry.seq > this.primaryDoneSeq) break;",
+    replacement: "      if (this.holdingDevice && entry.seq > this.receivedSeq) break;",
+  },
 ];

@@ -327,6 +327,14 @@ export const ConfigSchema = z
          * hung devices. Test-only: never in production.
          */
         kernelDelayMs: ms(0, 3_600_000).default(0),
+        /**
+         * Only launches of this kernel are delayed by kernelDelayMs (a frame that hangs every
+         * device while the rest run). Test-only: never in production.
+         */
+        kernelDelayOnly: z
+          .string()
+          .regex(/^[a-z0-9_]{1,64}$/)
+          .optional(),
       })
       .prefault({}),
     log: z

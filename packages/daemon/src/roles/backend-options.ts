@@ -25,6 +25,9 @@ export function backendOptions(config: Config, trackMmio: boolean): BackendOptio
         ? workerExecutor({
             maxCallMs: config.device.maxCallMs,
             kernelDelayMs: config.testing.kernelDelayMs,
+            ...(config.testing.kernelDelayOnly !== undefined
+              ? { kernelDelayOnly: config.testing.kernelDelayOnly }
+              : {}),
           })
         : undefined,
   };

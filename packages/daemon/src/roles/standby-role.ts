@@ -129,6 +129,10 @@ export class StandbyRole implements Role {
     return this.driver.holdsReplica;
   }
 
+  get takingOver(): boolean {
+    return this.driver.takingOver;
+  }
+
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);

@@ -17,6 +17,8 @@ export interface WorkerExecutorOptions {
   readonly maxCallMs: number;
   /** The device thread sleeps this long before every kernel run (testing.kernelDelayMs). */
   readonly kernelDelayMs?: number;
+  /** Only launches of this kernel are delayed (testing.kernelDelayOnly); absent: all. */
+  readonly kernelDelayOnly?: string;
 }
 
 /** The worker's entry: always the built JS (under vitest this module runs from src/). */
@@ -50,6 +52,9 @@ export class WorkerExecutor implements DeviceExecutor {
     this.options = options;
     const start: WorkerStart = {
       kernelDelayMs: options.kernelDelayMs ?? 0,
+      ...(options.kernelDelayOnly !== undefined
+        ? { kernelDelayOnly: options.kernelDelayOnly }
+        : {}),
       watch: this.watch.buffer as SharedArrayBuffer,
     };
     this.worker = new Worker(deviceWorkerUrl(), { workerData: start });

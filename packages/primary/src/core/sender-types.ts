@@ -24,7 +24,8 @@ export interface SenderOptions {
   readonly holdStandby?: boolean;
   /**
    * The highest seq whose device work this node's device has completed (DeviceProgress.doneSeq);
-   * read at each poll while holdStandby. Absent: every entry's.
+   * read at each poll while holdStandby, and taken at most up to the log's last seq then (a
+   * pending page batch's seq may count as done before its entry exists). Absent: every entry's.
    */
   readonly deviceDoneSeq?: () => number;
 }

@@ -502,7 +502,8 @@ export class Sender {
   /** Whether the device done seq (at most `seq`) moved past the one last told (holdStandby). */
   private doneAdvanced(seq: number): boolean {
     if (this.options.holdStandby !== true) return false;
-    const now = this.options.deviceDoneSeq?.() ?? Number.POSITIVE_INFINITY;
+    // Never past the log as it is now: work of an entry appended later is not done by this.
+    const now = Math.min(this.options.deviceDoneSeq?.() ?? this.log.lastSeq, this.log.lastSeq);
     if (now > this.deviceDoneHigh) this.deviceDoneHigh = now;
     return Math.min(this.deviceDoneHigh, seq) > this.doneSentSeq;
   }

@@ -188,7 +188,7 @@ describe("a takeover with held entries", () => {
       reason: "work past device.maxCallMs",
     });
     expect(r.heldEntries).toBe(2);
-    r.takeOverHeld();
+    r.releaseHeld();
     run();
     expect(r.heldEntries).toBe(0);
     expect(r.backlog).toBe(0);
@@ -225,7 +225,7 @@ describe("a takeover with held entries", () => {
     fourCalls(p);
     const { r, run, digest } = standby();
     r.step(batch(p.entries, 1));
-    r.takeOverHeld();
+    r.releaseHeld();
     run();
     expect(r.faultedNotRun).toBe(0);
     expect(r.appliedSeq).toBe(5);

@@ -15,8 +15,9 @@
 // core/release.ts holdsStandbyDevice): a received entry waits here until the primary's device
 // has done it, and only then is handed to the backend. A frame that hangs a device so never runs
 // on both nodes at once: the primary's watchdog fires first, it names the frame (DeviceFault),
-// and a takeover (takeOverHeld) records that frame as DEVICE_FAULT instead of running it and
-// hands every other held entry to the device before serving. Receipt acks do not wait.
+// and once it is gone (releaseHeld: its lease ran out, or a takeover) that frame is recorded
+// as DEVICE_FAULT instead of running, and every other held entry goes to the device before the
+// node serves. Receipt acks do not wait.
 import type {
   CheckpointResult,
   Entry,
@@ -138,6 +139,11 @@ export class Receiver {
   /** Entries received and held until the primary's device has done them. */
   get heldEntries(): number {
     return this.held.length;
+  }
+
+  /** The held entries, oldest first (for simulators and tests: a copy). */
+  get heldList(): readonly Entry[] {
+    return this.held.toArray();
   }
 
   /** The seqs of the first and last held entries (undefined: none held). */
@@ -466,13 +472,14 @@ export class Receiver {
   }
 
   /**
-   * A takeover: the primary will do no more, so nothing is held any longer. Each held entry
+   * The primary will do no more (a takeover; or its lease ran out: it is dead, hung or cut off),
+   * so nothing is held any longer — what it acknowledged must be in this replica. Each held entry
    * whose frame the primary's DeviceFault named (its device was running it when it failed) is
    * recorded as DEVICE_FAULT — consumed, never run: it may hang this device too — and every
    * other held entry is handed to the device, which applies them before the node serves (the
    * takeover waits for the backlog). What a divergence among them says goes out via poll().
    */
-  takeOverHeld(): void {
+  releaseHeld(): void {
     this.holdingDevice = false;
     while (this.state === "replica" && !this.held.isEmpty()) {
       const entry = this.held.shift()!;
@@ -502,7 +509,7 @@ export class Receiver {
     this.events.push({
       kind: "faultedNotRun",
       seq: entry.seq,
-      detail: `${body.sessionId}#${body.frame} (${body.call.op}) answered DEVICE_FAULT, not run`,
+      detail: `${body.sessionId}#${body.frame} (${body.call.op === "kernelLaunch" ? body.call.kernel : body.call.op}) answered DEVICE_FAULT, not run`,
     });
     return undefined;
   }
