@@ -4,7 +4,7 @@
 // own figure dips under a later digest's hashing), a batch with no entries goes out when only
 // the done seq advanced, a heartbeat repeats it while the standby has not applied up to it (a
 // lost copy), and without holdStandby no batch carries it (the standby then applies on receipt).
-import { ReplicationLog, type PrimaryMessage } from "@vgpu-ha/common/core";
+import { type PrimaryMessage, ReplicationLog } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";
