@@ -72,66 +72,64 @@ interface ChaosReport {
 }
 
 describe("chaos harness", () => {
-  it.each([...MODES])(
-    "a short %s run with primary kills and pauses and 20 ms kernels keeps the mode's promise",
-    async (mode) => {
-      const out = join(dir, `short-${mode}`);
-      const h = harness([
-        "--mode",
-        mode,
-        "--lease",
-        "peer",
-        "--duration",
-        "20",
-        "--faults",
-        "kill,pause,restart",
-        "--seed",
-        "11",
-        "--out",
-        out,
-      ]);
-      const code = await h.exited;
-      if (code !== 0) console.error(h.output().slice(-6000));
-      expect(code).toBe(0);
-      const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ChaosReport;
-      const c = report.counts;
-      console.log(
-        `chaos ${mode}: ${c.framesAcknowledged} acknowledged, ${c.lost} lost (${c.lostExcused} reported to guests), ${c.duplicated} duplicated, ${c.sessionsFailed} sessions failed, faults ${JSON.stringify(report.faultCounts)}`,
+  it.each([
+    ...MODES,
+  ])("a short %s run with primary kills and pauses and 20 ms kernels keeps the mode's promise", async (mode) => {
+    const out = join(dir, `short-${mode}`);
+    const h = harness([
+      "--mode",
+      mode,
+      "--lease",
+      "peer",
+      "--duration",
+      "20",
+      "--faults",
+      "kill,pause,restart",
+      "--seed",
+      "11",
+      "--out",
+      out,
+    ]);
+    const code = await h.exited;
+    if (code !== 0) console.error(h.output().slice(-6000));
+    expect(code).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ChaosReport;
+    const c = report.counts;
+    console.log(
+      `chaos ${mode}: ${c.framesAcknowledged} acknowledged, ${c.lost} lost (${c.lostExcused} reported to guests), ${c.duplicated} duplicated, ${c.sessionsFailed} sessions failed, faults ${JSON.stringify(report.faultCounts)}`,
+    );
+    expect(report.ok).toBe(true);
+    expect(report.verdicts.filter((v) => !v.ok)).toEqual([]);
+    expect(c.duplicated).toBe(0);
+    if (keepsAcknowledged(mode)) {
+      expect(c.lost).toBe(0);
+      expect(c.sessionsFailed).toBe(0);
+    } else {
+      // async: a loss is allowed only as the client reported it to its guest, exactly.
+      expect(c.lost).toBe(c.lostExcused);
+      expect(c.sessionsFailed).toBeLessThanOrEqual(c.lost);
+    }
+    expect(c.framesAcknowledged).toBeGreaterThan(300);
+    expect(report.faultCounts.kill ?? 0).toBeGreaterThanOrEqual(1);
+    expect(report.failoverMs?.n).toBe(
+      (report.faultCounts.kill ?? 0) + (report.faultCounts.pause ?? 0),
+    );
+    for (const f of ["report.md", "timeline.svg", "history.jsonl"]) {
+      expect(readFileSync(join(out, f), "utf8").length).toBeGreaterThan(100);
+    }
+    // The heavy kernels ran (each acknowledged, with its readback) among the faults.
+    const frames = readFileSync(join(out, "history.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind: string; outcome: string; code?: number });
+    const gemms = frames.filter((f) => f.kind === "gemm" && f.outcome === "ok" && f.code === 0);
+    expect(gemms.length).toBeGreaterThan(10);
+    if (keepsAcknowledged(mode)) {
+      expect(frames.filter((f) => f.kind === "gemm-read" && f.outcome === "ok").length).toBe(
+        frames.filter((f) => f.kind === "gemm" && f.outcome === "ok").length,
       );
-      expect(report.ok).toBe(true);
-      expect(report.verdicts.filter((v) => !v.ok)).toEqual([]);
-      expect(c.duplicated).toBe(0);
-      if (keepsAcknowledged(mode)) {
-        expect(c.lost).toBe(0);
-        expect(c.sessionsFailed).toBe(0);
-      } else {
-        // async: a loss is allowed only as the client reported it to its guest, exactly.
-        expect(c.lost).toBe(c.lostExcused);
-        expect(c.sessionsFailed).toBeLessThanOrEqual(c.lost);
-      }
-      expect(c.framesAcknowledged).toBeGreaterThan(300);
-      expect(report.faultCounts.kill ?? 0).toBeGreaterThanOrEqual(1);
-      expect(report.failoverMs?.n).toBe(
-        (report.faultCounts.kill ?? 0) + (report.faultCounts.pause ?? 0),
-      );
-      for (const f of ["report.md", "timeline.svg", "history.jsonl"]) {
-        expect(readFileSync(join(out, f), "utf8").length).toBeGreaterThan(100);
-      }
-      // The heavy kernels ran (each acknowledged, with its readback) among the faults.
-      const frames = readFileSync(join(out, "history.jsonl"), "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as { kind: string; outcome: string; code?: number });
-      const gemms = frames.filter((f) => f.kind === "gemm" && f.outcome === "ok" && f.code === 0);
-      expect(gemms.length).toBeGreaterThan(10);
-      if (keepsAcknowledged(mode)) {
-        expect(frames.filter((f) => f.kind === "gemm-read" && f.outcome === "ok").length).toBe(
-          frames.filter((f) => f.kind === "gemm" && f.outcome === "ok").length,
-        );
-      }
-    },
-    150_000,
-  );
+    }
+  }, 150_000);
 
   it.each([
     { when: "while its nodes start", mark: /started node-b instance 0/ },

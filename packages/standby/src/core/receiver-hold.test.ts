@@ -14,62 +14,19 @@ import {
 } from "@vgpu-ha/common/core";
 import {
   Backend,
-  type BackendOptions,
   computeDigest,
   digestWhenDone,
   ManualExecutor,
   type StateDigest,
-  summarizeResult,
 } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
+import { deviceTestOptions, TestPrimary } from "../testing/test-primary.js";
 import { Receiver } from "./receiver.js";
 
-const options = (seed: number, executor?: ManualExecutor): BackendOptions => ({
-  ...(executor ? { executor: () => executor } : {}),
-  device: { seed, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
-  tenants: new Map([["t", { vramBytes: 1 << 20, bos: 8, contexts: 8 }]]),
-  session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
-  maxDmaBytes: 1 << 16,
-  maxStoresPerBatch: 16,
-  trackMmio: false,
-});
+const options = deviceTestOptions;
 
-type CallBody = Extract<EntryBody, { kind: "call" }>["call"];
-
-/** The primary's side: entries as its sequencer makes them (seq 1 opens session "s"). */
-class Primary {
-  readonly backend = new Backend(options(7));
-  readonly entries: Entry[] = [];
-  readonly outputs = new Map<number, Uint8Array>();
-  private frame = 0;
-
-  constructor() {
-    this.backend.openSession("s", "t");
-    this.entries.push({ seq: 1, body: { kind: "sessionOpen", sessionId: "s", tenant: "t" } });
-  }
-
-  call(call: CallBody): number {
-    const session = this.backend.sessions.get("s")!;
-    const number = ++this.frame;
-    const outcome = this.backend.applyFrame(session, { number, body: { kind: "call", call } });
-    const summary = summarizeResult(outcome.result);
-    const late = outcome.result.output.kind === "data";
-    const seq = this.entries.length + 1;
-    this.entries.push({
-      seq,
-      body: {
-        kind: "call",
-        sessionId: "s",
-        frame: number,
-        call,
-        handles: { contextsCreated: [], contextsDestroyed: [], bosAssigned: [], bosReleased: [] },
-        result: late ? { code: summary.code, outputDigest: new Uint8Array(0) } : summary,
-      },
-    });
-    if (late) this.outputs.set(seq, summary.outputDigest);
-    return seq;
-  }
-}
+/** The primary's side (seq 1 opens session "s"). */
+class Primary extends TestPrimary {}
 
 function standby() {
   const r = new Receiver({ clusterId: "c", nodeId: "b", backendOptions: options(1) }, 1);
