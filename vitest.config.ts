@@ -6,6 +6,8 @@ import { defineConfig } from "vitest/config";
 // several at once on a 2-core machine would starve their timers. `system`: tests that also need
 // external programs (etcd, prometheus, promtool, systemd-analyze), one file at a time; run by
 // `npm run test:system` (CI installs the programs; outside CI a missing one skips loudly).
+// `gpu`: tests that need a GPU adapter (`*.gpu.test.ts`, test/gpu), one file at a time; run
+// only by `npm run test:gpu`, and they fail (never skip) where no adapter exists.
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -18,7 +20,14 @@ export default defineConfig({
           name: "unit",
           include: ["packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
           setupFiles: ["test/setup/fast-check.ts"],
-          exclude: ["**/node_modules/**", "**/dist/**", "test/integration/**", "test/system/**"],
+          exclude: [
+            "**/node_modules/**",
+            "**/dist/**",
+            "**/*.gpu.test.ts",
+            "test/integration/**",
+            "test/system/**",
+            "test/gpu/**",
+          ],
         },
       },
       {
@@ -34,6 +43,14 @@ export default defineConfig({
         test: {
           name: "system",
           include: ["test/system/**/*.test.ts"],
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "gpu",
+          include: ["packages/*/src/**/*.gpu.test.ts", "test/gpu/**/*.test.ts"],
           fileParallelism: false,
         },
       },

@@ -67,14 +67,20 @@ export async function startStandalone(label: string, build: Build = {}): Promise
 
 export function startStandby(
   label: string,
-  options: { listen?: string; lease?: LeaseTerms; profileFromStart?: boolean } & Build = {},
+  options: {
+    listen?: string;
+    lease?: LeaseTerms;
+    profileFromStart?: boolean;
+    /** The primary's replication address: the standby pulls snapshots from there. */
+    primary?: string;
+  } & Build = {},
 ): Promise<NodeProcess> {
   return startNode(
     {
       ...COMMON,
       nodeId: "b",
       role: "standby",
-      peer: { name: "a" },
+      peer: { name: "a", ...(options.primary ? { replicationAddress: options.primary } : {}) },
       ...(options.listen ? { replication: { listen: options.listen } } : {}),
       ...leaseConfig(options.lease),
       device: { ...DEVICE, seed: 2 },

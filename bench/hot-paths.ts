@@ -8,12 +8,14 @@
 //                and fromBinary + decodePrimaryMessage (what the standby does), per entry
 //   metrics      the per-call metrics: prom-client Counter.inc x2 + Histogram.observe (the
 //                previous way) against CallStats (this build), per call
+//   guest        a standalone primary's whole per-frame work without gRPC (hot-paths-guest.ts):
+//                fence frames and 64 KiB dmaWrites decoded, served and answered
 // Values are medians over rounds; CPU time is process.cpuUsage (user + system).
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Counter, Histogram, Registry } from "prom-client";
 import { floats } from "./gpu-model.js";
+import { type GuestBuild, guestDmaRound, guestFencesRound } from "./hot-paths-guest.js";
 import { type Metric, publish } from "./report.js";
 import { median } from "./timing.js";
 
@@ -28,7 +30,7 @@ const METRIC_CALLS_PER_ROUND = 500_000;
 type Common = typeof import("@vgpu-ha/common");
 type GpuModel = typeof import("@vgpu-ha/gpu-model");
 
-interface Build {
+interface Build extends GuestBuild {
   readonly name: string;
   readonly common: Common;
   readonly gpu: GpuModel;
@@ -40,6 +42,8 @@ async function loadBuild(name: string, root: string | undefined): Promise<Build>
       name,
       common: await import("@vgpu-ha/common"),
       gpu: await import("@vgpu-ha/gpu-model"),
+      primary: await import("@vgpu-ha/primary/testing"),
+      protobuf: await import("@bufbuild/protobuf"),
     };
   }
   const at = (p: string) => pathToFileURL(path.resolve(root, p)).href;
@@ -47,6 +51,12 @@ async function loadBuild(name: string, root: string | undefined): Promise<Build>
     name,
     common: (await import(at("packages/common/dist/index.js"))) as Common,
     gpu: (await import(at("packages/gpu-model/dist/index.js"))) as GpuModel,
+    primary: (await import(
+      at("packages/primary/dist/testing/guest-harness.js")
+    )) as GuestBuild["primary"],
+    protobuf: (await import(
+      at("node_modules/@bufbuild/protobuf/dist/esm/index.js")
+    )) as GuestBuild["protobuf"],
   };
 }
 
@@ -149,6 +159,7 @@ function smallCallEntries(b: Build) {
 /** Encode and decode µs per entry, and wire bytes per entry. */
 function entriesRound(b: Build): () => { encodeUs: number; decodeUs: number; bytes: number } {
   const { encodePrimaryMessage, decodePrimaryMessage, wire } = b.common;
+  const { fromBinary, toBinary } = b.protobuf; // the build's own (see hot-paths-guest.ts)
   const message = smallCallEntries(b);
   const bytes = toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(message));
   const n = BATCHES_PER_ROUND * BATCH_ENTRIES;
@@ -220,12 +231,16 @@ export async function runHotPaths(): Promise<void> {
   const gemm = builds.map(gemmRound);
   const calls = builds.map(callsRound);
   const entries = builds.map(entriesRound);
+  const guestFences = await Promise.all(builds.map(guestFencesRound));
+  const guestDma = await Promise.all(builds.map(guestDmaRound));
   const results = builds.map(() => ({
     gemm: [] as number[],
     calls: [] as number[],
     encode: [] as number[],
     decode: [] as number[],
     bytes: 0,
+    guestFence: [] as number[],
+    guestDma: [] as number[],
   }));
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate which build goes first.
@@ -238,6 +253,8 @@ export async function runHotPaths(): Promise<void> {
       r.encode.push(e.encodeUs);
       r.decode.push(e.decodeUs);
       r.bytes = e.bytes;
+      r.guestFence.push(await guestFences[i]!());
+      r.guestDma.push(await guestDma[i]!());
     }
   }
   const metricsRun = metricsRound(builds[0]!);
@@ -258,6 +275,16 @@ export async function runHotPaths(): Promise<void> {
       { name: `${p}entry_encode_cpu_us`, value: median(r.encode), unit: "µs CPU per entry" },
       { name: `${p}entry_decode_cpu_us`, value: median(r.decode), unit: "µs CPU per entry" },
       { name: `${p}entry_wire_bytes`, value: r.bytes, unit: "B per small-call entry" },
+      {
+        name: `${p}guest_fence_frame_cpu_us`,
+        value: median(r.guestFence),
+        unit: "µs CPU per fence frame (decode, serve, answer; no gRPC)",
+      },
+      {
+        name: `${p}guest_dma_write_64k_cpu_us`,
+        value: median(r.guestDma),
+        unit: "µs CPU per 64 KiB dmaWrite frame (decode, serve, answer; no gRPC)",
+      },
     );
   });
   metrics.push(
@@ -273,6 +300,8 @@ export async function runHotPaths(): Promise<void> {
     ratios.fence_call_over_before = median(now.calls) / median(before.calls);
     ratios.entry_encode_over_before = median(now.encode) / median(before.encode);
     ratios.entry_decode_over_before = median(now.decode) / median(before.decode);
+    ratios.guest_fence_frame_over_before = median(now.guestFence) / median(before.guestFence);
+    ratios.guest_dma_write_64k_over_before = median(now.guestDma) / median(before.guestDma);
   }
   publish({
     name: "hot-paths",
@@ -280,6 +309,7 @@ export async function runHotPaths(): Promise<void> {
     ratios,
     notes: [
       `in process; ${ROUNDS} rounds, builds alternating (BENCH_BEFORE=${root ?? "unset"}); medians; CPU time of this process (process.cpuUsage), so a busy machine slows the wall clock, not the figures`,
+      "guest: a standalone primary's GuestService, sequencer and backend (inline device) in process, guest messages decoded from bytes and replies encoded, as gRPC's (de)serializers do; fences: 8 sessions x 64-frame messages; dma: one session, 64 KiB dmaWrites 16 at a time",
       `gemm_f32 ${GEMM_SIZE}^3; fence calls ${CALLS_PER_ROUND} per round from ${SESSIONS} sessions after their reply caches (4096) are full; entries: batches of ${BATCH_ENTRIES} fence-call entries, ${BATCHES_PER_ROUND} per round; metrics: ${METRIC_CALLS_PER_ROUND} calls per round`,
     ],
   });

@@ -3,6 +3,11 @@
 // kernel's largest legal launch last about one second. The kernels run as the device thread
 // runs them (KernelSpec.run on VramBuffers), without the backend around them. The default in
 // packages/common/src/config/schema.ts and docs/configuration.md rests on this figure.
+// BENCH_BEFORE=DIR (another checkout, built) also times DIR's kernels on the same cases and
+// reports each case's speed-up (`{case}_over_before`: DIR's seconds per launch over this
+// build's).
+import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { KERNELS, type KernelSpec, VramBuffer } from "@vgpu-ha/gpu-model";
 import { type Metric, publish } from "./report.js";
 import { timeReps } from "./timing.js";
@@ -54,6 +59,12 @@ function ramp(f32: Float32Array): void {
   for (let i = 0; i < f32.length; i++) f32[i] = (i % 1000) * 0.001;
 }
 
+/** Values near 1e-20: every product of two is subnormal, so gemm flushes at each step (its
+ * slowest data: x86 takes a microcode assist on each subnormal result). */
+function tinyRamp(f32: Float32Array): void {
+  for (let i = 0; i < f32.length; i++) f32[i] = ((i % 1000) + 1) * 1e-23;
+}
+
 function counting(_f32: Float32Array, u32: Uint32Array): void {
   for (let i = 0; i < u32.length; i++) u32[i] = Math.imul(i, 2654435761) >>> 0;
 }
@@ -77,6 +88,8 @@ function cases(): Case[] {
   const cLarge = bo(large.m * large.n * 4);
   const aLarge = bo(large.m * large.k * 4, ramp);
   const bLarge = bo(large.k * large.n * 4, ramp);
+  const aTiny = bo(m * k * 4, tinyRamp);
+  const bTiny = bo(k * gn * 4, tinyRamp);
   const wideBins = bo(HISTOGRAM_WIDE_BINS * 4);
   const { width, height, iterations } = STENCIL;
   const grid = bo(width * height * 4, ramp);
@@ -152,6 +165,12 @@ function cases(): Case[] {
       args: [c, a, b, m, gn, k],
     },
     {
+      label: "gemm_f32_tiny",
+      kernel: "gemm_f32",
+      shape: `m=${m} n=${gn} k=${k}, products subnormal`,
+      args: [c, aTiny, bTiny, m, gn, k],
+    },
+    {
       label: "stencil2d_f32",
       kernel: "stencil2d_f32",
       shape: `${width}x${height} x${iterations}`,
@@ -170,30 +189,37 @@ interface Speed {
   readonly samplesNsPerUnit: number[];
 }
 
-function measure(c: Case): Speed {
-  const spec = KERNELS.get(c.kernel);
-  if (spec === undefined) throw new Error(`no kernel ${c.kernel}`);
-  const rejection = spec.validate(c.args);
-  if (rejection !== null) throw new Error(`${c.kernel}: ${rejection.message}`);
-  const work = spec.work(c.args);
-  spec.run(c.args); // warm-up: compiles the loop and touches every page
+/** The fastest of ROUNDS timed runs of `spec` on `args` after a warm-up, in ns per work unit. */
+function time(spec: KernelSpec, args: Args): { nsPerUnit: number; samples: number[] } {
+  const rejection = spec.validate(args);
+  if (rejection !== null) throw new Error(`${spec.name}: ${rejection.message}`);
+  const work = spec.work(args);
+  spec.run(args); // warm-up: compiles the loop and touches every page
   const samples: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
-    samples.push((timeReps(1, () => spec.run(c.args)) * 1e9) / work);
+    samples.push((timeReps(1, () => spec.run(args)) * 1e9) / work);
   }
+  return { nsPerUnit: Math.min(...samples), samples };
+}
+
+function measure(c: Case, kernels: ReadonlyMap<string, KernelSpec>): Speed {
+  const spec = kernels.get(c.kernel);
+  if (spec === undefined) throw new Error(`no kernel ${c.kernel}`);
+  const work = spec.work(c.args);
+  const { nsPerUnit, samples } = time(spec, c.args);
   const { label, kernel, shape, elements } = c;
   // With n at the largest a 1 GiB buffer holds, work scales with n (histogram's bins aside).
   const workCap =
     elements === undefined ? Number.POSITIVE_INFINITY : work * (ELEMENTWISE_CAP / elements);
-  return {
-    label,
-    kernel,
-    shape,
-    work,
-    workCap,
-    nsPerUnit: Math.min(...samples),
-    samplesNsPerUnit: samples,
-  };
+  return { label, kernel, shape, work, workCap, nsPerUnit, samplesNsPerUnit: samples };
+}
+
+/** The kernels of the build in BENCH_BEFORE, if set. */
+async function kernelsBefore(): Promise<ReadonlyMap<string, KernelSpec> | undefined> {
+  const root = process.env.BENCH_BEFORE;
+  if (!root) return undefined;
+  const url = pathToFileURL(path.resolve(root, "packages/gpu-model/dist/index.js")).href;
+  return ((await import(url)) as { KERNELS: ReadonlyMap<string, KernelSpec> }).KERNELS;
 }
 
 /** Seconds the largest legal launch of a kernel takes under a limit of `limitWork`. */
@@ -208,7 +234,20 @@ function recommendedLimit(slowestNsPerUnit: number): number {
 }
 
 export async function runKernelSpeed(): Promise<void> {
-  const speeds = cases().map(measure);
+  const before = await kernelsBefore();
+  const pairs = cases().map((c) => ({
+    now: measure(c, KERNELS),
+    before: before === undefined ? undefined : measure(c, before),
+  }));
+  const speeds = pairs.map((p) => p.now);
+  // Seconds per launch (work units may differ between the builds): before over now.
+  const ratios: Record<string, number> = {};
+  for (const { now, before: then } of pairs) {
+    if (then !== undefined) {
+      ratios[`${now.label}_over_before`] =
+        (then.nsPerUnit * then.work) / (now.nsPerUnit * now.work);
+    }
+  }
   // The slowest kernel whose largest launch the limit bounds (an uncapped one, or one whose
   // cap is above the limit): its ns per unit decides.
   const slowest = speeds.reduce((worst, s) => (s.nsPerUnit > worst.nsPerUnit ? s : worst));
@@ -244,7 +283,13 @@ export async function runKernelSpeed(): Promise<void> {
       `recommended device.maxKernelWork: 2^${Math.log2(limit)} = ${limit}, the power of two nearest ${TARGET_LAUNCH_SECONDS} s of the slowest kernel`,
       "element-wise kernels are also bounded by device.maxBoBytes (1 GiB: 2^28 elements)",
       "shared cores: other processes' load inflates the figures; run on a quiet machine",
+      `before: ${process.env.BENCH_BEFORE ?? "unset"} (BENCH_BEFORE=DIR times DIR's kernels on the same cases; ratios: its seconds per launch over this build's)`,
     ],
-    data: { speeds, targetLaunchSeconds: TARGET_LAUNCH_SECONDS },
+    ratios,
+    data: {
+      speeds,
+      before: pairs.map((p) => p.before),
+      targetLaunchSeconds: TARGET_LAUNCH_SECONDS,
+    },
   });
 }

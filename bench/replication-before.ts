@@ -14,7 +14,8 @@ const ROUNDS = roundsFromEnv(4);
 const CALL_DURATIONS = { warmupMs: 300, measureMs: 1500 };
 const LATENCY_MS = 700;
 const WARM_UP = { warmupMs: 300, measureMs: 300 };
-const STANDALONE_TARGET = 0.95;
+/** #15: standalone small calls ≥ 1.3 × the build before its changes (#14 asked ≥ 0.95). */
+const STANDALONE_TARGET = 1.3;
 
 const SETUPS = ["standalone", "sync"] as const;
 const BUILDS = ["now", "before"] as const;
@@ -98,7 +99,7 @@ export function beforeMetrics(r: BeforeAfter): Metric[] {
       value: medianRatio(perSecond(`${setup}_now`), perSecond(`${setup}_before`)),
       unit: "ratio",
       ...(setup === "standalone"
-        ? { target: { kind: "atLeast" as const, value: STANDALONE_TARGET, note: "#14" } }
+        ? { target: { kind: "atLeast" as const, value: STANDALONE_TARGET, note: "#15" } }
         : {}),
     });
   }

@@ -84,7 +84,10 @@ export async function measureResync(): Promise<ResyncUnderLoad> {
     nodes.splice(nodes.indexOf(standby), 1);
     await standby.stop(); // its directory and log go with it
     const spawnedMs = performance.now();
-    standby = await startStandby("resync-standby-restarted", { listen });
+    standby = await startStandby("resync-standby-restarted", {
+      listen,
+      primary: primary.replication,
+    });
     nodes.push(standby);
     let maxLagEntries = 0;
     await waitFor("eligible", ELIGIBLE_TIMEOUT_MS, async () => {

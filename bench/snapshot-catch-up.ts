@@ -90,6 +90,7 @@ export async function snapshotCatchUp(
     const spawnedMs = performance.now();
     standby = await startStandby(`${label}-standby`, {
       listen: `127.0.0.1:${port}`,
+      primary: primary.replication,
       profileFromStart: true,
     });
     const done = await waitFor("snapshot installed", SNAPSHOT_TIMEOUT_MS, async () => {

@@ -5,6 +5,9 @@
 // over from scratch; after a cut in the middle of a snapshot, by resuming that snapshot; and
 // after a SIGKILL under load and a restart, by a new snapshot. The link goes through a
 // TCP proxy so it can be cut, and so the primary keeps one peer address across restarts.
+// The standby pulls the snapshot's pages from the primary (PullSnapshot) through a second
+// proxy: a pull cut part way is reopened from the chunk the standby reached, the same snapshot
+// (TLS: tls.test.ts).
 // In sync mode only: a catch-up (snapshot, resume from the retained log) ships and applies
 // the same in every replication mode, and the grant that ends it rests on the applied seq in all.
 import { buf, Session, u32 } from "@vgpu-ha/client";
@@ -19,6 +22,18 @@ const BULK_BO_BYTES = 64 * MiB;
 
 const snapshots = (m: Metrics, event: "started" | "completed" | "resumed") =>
   m.get("vgpu_snapshots_total", { event });
+
+/** Waits until `standby` holds more than `chunks` chunks of a snapshot; returns how many. */
+const partWay = (standby: Parameters<typeof status>[0], chunks: number) =>
+  waitFor(
+    "the new standby part way through its snapshot",
+    async () => {
+      const r = (await status(standby)).replication!;
+      const got = r.snapshot?.chunks ?? 0;
+      return r.state === "snapshot" && got > chunks ? got : undefined;
+    },
+    { intervalMs: 5 },
+  );
 
 describe("standby catch-up with 256 MiB of buffers under load", () => {
   let pair: ReplicationPair;
@@ -139,15 +154,7 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     const before = await metrics(pair.primary);
     const doomed = await pair.startStandby();
     // Kill it as soon as it holds part of the snapshot.
-    const partial = await waitFor(
-      "the new standby part way through its snapshot",
-      async () => {
-        const s = await status(doomed);
-        const chunks = s.replication!.snapshot?.chunks ?? 0;
-        return s.replication!.state === "snapshot" && chunks > 0 ? chunks : undefined;
-      },
-      { intervalMs: 5 },
-    );
+    const partial = await partWay(doomed, 0);
     await pair.killStandby();
     const mid = await metrics(pair.primary);
     expect(partial).toBeGreaterThan(0);
@@ -169,15 +176,7 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     await pair.killStandby();
     const before = await metrics(pair.primary);
     const standby = await pair.startStandby();
-    const cutAt = await waitFor(
-      "the new standby part way through its snapshot",
-      async () => {
-        const s = await status(standby);
-        const chunks = s.replication!.snapshot?.chunks ?? 0;
-        return s.replication!.state === "snapshot" && chunks > 0 ? chunks : undefined;
-      },
-      { intervalMs: 5 },
-    );
+    const cutAt = await partWay(standby, 0);
     pair.proxy!.breakAll();
     await pair.waitInSync();
 
@@ -188,6 +187,27 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     expect(snapshots(after, "completed")).toBe(snapshots(before, "completed") + 1);
     expect(cutAt).toBeGreaterThan(0);
     expect(standby.process.exitCode).toBeNull();
+    expect((await pair.verify()).equal).toBe(true);
+  });
+
+  it("reopens a snapshot pull cut in the middle, from where it stopped", async () => {
+    await pair.waitInSync();
+    await pair.killStandby();
+    const before = await metrics(pair.primary);
+    const standby = await pair.startStandby();
+    const cutAt = await partWay(standby, 1);
+    pair.pullProxy.breakAll();
+    await pair.waitInSync();
+
+    const after = await metrics(pair.primary);
+    // The same snapshot went on (nothing started over, the stream was never cut) …
+    expect(snapshots(after, "started")).toBe(snapshots(before, "started") + 1);
+    expect(snapshots(after, "completed")).toBe(snapshots(before, "completed") + 1);
+    expect(snapshots(after, "resumed")).toBe(snapshots(before, "resumed"));
+    // … over a second pull, opened after the cut.
+    const s = await status(standby);
+    expect(cutAt).toBeGreaterThan(1);
+    expect(s.replication!.snapshotPulls).toBeGreaterThanOrEqual(2);
     expect((await pair.verify()).equal).toBe(true);
   });
 

@@ -1,6 +1,7 @@
 // Proves mutual TLS between the nodes and TLS on the guest port with real processes and
 // certificates made by deploy/examples/make-certs.sh: a TLS pair replicates and its replicas
-// are equal; a primary that is plaintext, has a certificate from another CA, or a certificate
+// are equal, and a standby started late pulls its snapshot over mutual TLS, a pull cut part
+// way being reopened where it stopped; a primary that is plaintext, has a certificate from another CA, or a certificate
 // naming someone other than the standby's peer.name is refused by the standby, which logs and
 // counts each refusal (vgpu_tls_refusals_total); a primary refuses a standby whose certificate
 // does not name its peer.name. On the guest port: a tenant known by its client certificate
@@ -10,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ErrorCode, Session, SessionClosedError } from "@vgpu-ha/client";
+import { buf, ErrorCode, Session, SessionClosedError, u32 } from "@vgpu-ha/client";
 import { VGPUD_BIN } from "@vgpu-ha/daemon";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CertFiles, makeCerts } from "../support/certs.js";
@@ -68,6 +69,42 @@ describe("mutual TLS between the nodes", () => {
     await p.waitInSync();
     expect(await p.verify()).toMatchObject({ equal: true });
     expect(await tlsRefusals(p.liveStandby, "handshake")).toBe(0);
+  });
+
+  it("a late standby pulls its snapshot over TLS; a pull cut part way goes on where it stopped", async () => {
+    const p = await ReplicationPair.start({
+      proxy: true,
+      startStandby: false,
+      primary: { tls: good["node-p"] },
+      standby: { peer: { name: "node-p" }, tls: good["node-s"] },
+      shared: { device: { vramBytes: "128MiB" } },
+    });
+    pairs.push(p);
+    const s = await Session.open({ endpoint: p.primary.guest, ...GUESTS.bulk });
+    const ctx = await s.createContext();
+    const bo = await s.allocBo(ctx, 64 * 1024 * 1024);
+    // Every word non-zero: no page of the snapshot is skipped.
+    await s.launch(ctx, "fill", [buf(bo), u32(16 * 1024 * 1024), u32(0x01020304)]);
+    const standby = await p.startStandby();
+    await waitFor(
+      "the standby part way through its pulled snapshot",
+      async () => {
+        const r = (await status(standby)).replication!;
+        return r.state === "snapshot" && (r.snapshot?.chunks ?? 0) > 1 ? true : undefined;
+      },
+      { intervalMs: 5 },
+    );
+    p.pullProxy.breakAll();
+    await p.waitInSync();
+    await s.close();
+    const r = (await status(standby)).replication!;
+    expect(r.snapshotPulls).toBeGreaterThanOrEqual(2);
+    expect(logOf(p.primary)).toContain("snapshot pull opened");
+    const m = await metrics(p.primary);
+    expect(m.get("vgpu_snapshots_total", { event: "started" })).toBe(1);
+    expect(m.get("vgpu_snapshots_total", { event: "completed" })).toBe(1);
+    expect(await p.verify()).toMatchObject({ equal: true });
+    expect(await tlsRefusals(standby, "handshake")).toBe(0);
   });
 
   it.each([

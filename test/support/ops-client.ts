@@ -30,6 +30,8 @@ export interface NodeStatus {
     /** null on a primary without a standby. */
     readonly lag: { entries: number; bytes?: number } | null;
     readonly snapshot: { snapshotId: number; chunks?: number; chunksAcked?: number } | null;
+    /** Standby: snapshot pulls opened since start (null: pages come on the stream). */
+    readonly snapshotPulls?: number | null;
     readonly lastSnapshot?: { bytes: number; seconds: number } | null;
     readonly heldReplies?: number;
     readonly log?: { firstRetainedSeq: number; heldEntries: number; heldBytes: number };

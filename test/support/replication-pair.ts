@@ -90,6 +90,12 @@ export class ReplicationPair {
   readonly primary: SpawnedNode;
   standby: SpawnedNode | undefined;
   readonly proxy: TcpProxy | undefined;
+  /**
+   * Between the standby and the primary's replication port: the standby's
+   * peer.replicationAddress, where it pulls snapshot pages (PullSnapshot), so a test can cut a
+   * pull without touching the replication stream.
+   */
+  readonly pullProxy: TcpProxy;
   private readonly standbyConfig: Json;
   private standbyRuns = 0;
 
@@ -98,18 +104,28 @@ export class ReplicationPair {
     primary: SpawnedNode,
     standby: SpawnedNode | undefined,
     proxy: TcpProxy | undefined,
+    pullProxy: TcpProxy,
     standbyConfig: Json,
   ) {
     this.dir = dir;
     this.primary = primary;
     this.standby = standby;
     this.proxy = proxy;
+    this.pullProxy = pullProxy;
     this.standbyConfig = standbyConfig;
   }
 
   static async start(options: PairOptions = {}): Promise<ReplicationPair> {
     const dir = mkdtempSync(join(tmpdir(), "vgpu-repl-"));
-    const standbyConfig = merge(merge(baseConfig(dir, "standby"), options.shared), options.standby);
+    // The primary's address is known once it runs: the standby gets the pull proxy's.
+    const pullProxy = await TcpProxy.start();
+    const standbyConfig = merge(
+      merge(
+        merge(baseConfig(dir, "standby"), { peer: { replicationAddress: pullProxy.address } }),
+        options.shared,
+      ),
+      options.standby,
+    );
     const startStandby = options.startStandby ?? true;
     if (!startStandby && !options.proxy) throw new Error("a late standby needs the proxy");
     let standby: SpawnedNode | undefined;
@@ -125,12 +141,14 @@ export class ReplicationPair {
         peer: { name: "node-s", replicationAddress: peerAddress, ...(options.primary?.peer ?? {}) },
       });
       primary = await spawnTracked({ dir, name: "primary", config: primaryConfig });
+      pullProxy.setTarget(primary.replication);
     } catch (e) {
       await standby?.stop();
       await proxy?.close();
+      await pullProxy.close();
       throw e;
     }
-    const pair = new ReplicationPair(dir, primary, standby, proxy, standbyConfig);
+    const pair = new ReplicationPair(dir, primary, standby, proxy, pullProxy, standbyConfig);
     pair.standbyRuns = startStandby ? 1 : 0;
     return pair;
   }
@@ -201,6 +219,7 @@ export class ReplicationPair {
     for (const n of nodes) if (running(n)) n.process.kill("SIGCONT");
     await Promise.all(nodes.map((n) => n.stop(3000)));
     await this.proxy?.close();
+    await this.pullProxy.close();
     // VGPUHA_TEST_KEEP=1 keeps the configs and node logs for a post-mortem.
     if (!process.env.VGPUHA_TEST_KEEP) rmSync(this.dir, { recursive: true, force: true });
   }

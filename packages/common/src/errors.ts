@@ -51,6 +51,7 @@ export const GRPC_STATUS: Readonly<Record<ErrorCode, GrpcStatus>> = {
   [ErrorCode.NO_STANDBY_IN_SYNC]: GrpcStatus.FAILED_PRECONDITION,
   [ErrorCode.ADMIN_DISABLED]: GrpcStatus.PERMISSION_DENIED,
   [ErrorCode.DEVICE_FAULT]: GrpcStatus.ABORTED,
+  [ErrorCode.SNAPSHOT_STALE]: GrpcStatus.FAILED_PRECONDITION,
 };
 
 export interface GrpcErrorInfo extends ErrorInfo {

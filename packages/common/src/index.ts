@@ -34,3 +34,4 @@ export * from "./wire/call-codec.js";
 export * from "./wire/entry-pack.js";
 export * as wire from "./wire/messages.js";
 export * from "./wire/replication-codec.js";
+export * from "./wire/snapshot-pages-encode.js";

@@ -43,6 +43,7 @@ import { type ReplicationRefusals, replicationRefusals } from "./replication-ref
 import { PrimaryRole, type Takeover } from "./roles/primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./roles/role.js";
 import { daemonRoles } from "./roles/role-factory.js";
+import { type PullCall, pullStreamOf } from "./roles/snapshot-pull-grpc.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
@@ -243,6 +244,18 @@ export class VgpuNode implements Supervisor {
     if (this.epoch() > before) this.log = this.baseLog.child({ role: this.role.name, epoch });
   }
 
+  /** A standby pulls snapshot pages: only a primary serves that (its driver decides). */
+  private servePull(call: PullCall): void {
+    const { request, stream } = pullStreamOf(call);
+    if (this.role.pullSnapshot === undefined) {
+      stream.fail(ErrorCode.NOT_PRIMARY, `this node is ${this.role.name}`);
+    } else if (request instanceof Error) {
+      stream.fail(ErrorCode.MALFORMED, request.message);
+    } else {
+      this.role.pullSnapshot(request, stream, call.getPeer());
+    }
+  }
+
   probePeer(done: (peer: PeerView | undefined) => void): void {
     probePeer(this.probeDeps(), done);
   }
@@ -338,6 +351,7 @@ export class VgpuNode implements Supervisor {
           config.guest.maxMessageBytes,
           replicationService({
             stream: (call) => this.role.acceptReplication(call),
+            pullSnapshot: (call) => this.servePull(call),
             probe: (call, callback) => answerProbe(this.probeDeps(), call, callback),
           }),
           this.tls

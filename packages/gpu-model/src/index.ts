@@ -12,9 +12,18 @@ export {
   type ScheduleFn,
 } from "./device/executor.js";
 export type { Failure } from "./device/failure.js";
-export { KERNELS } from "./device/kernels/index.js";
+export {
+  type GoldenArg,
+  type GoldenCase,
+  type GoldenHash,
+  goldenOutputHash,
+  goldenVectors,
+  modelGoldenHashes,
+  runGoldenCaseOnModel,
+} from "./device/kernels/golden-vectors.js";
+export { KERNEL_CONTRACT_VERSION, KERNELS } from "./device/kernels/index.js";
 export type { KernelSpec, Slot, SlotKind } from "./device/kernels/types.js";
-export type { ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
+export type { ChunkPages, ChunkResult, DeviceOp, OpResult } from "./device/ops.js";
 export {
   type DeviceFailure,
   type DeviceProgress,

@@ -225,9 +225,9 @@ export class GuestService implements GuestPort<GuestLink> {
       }
       this.scheduled.delete(link);
       const t0 = this.cpuMs();
-      this.serveSlice(link);
+      const t1 = this.serveSlice(link, t0);
       served = true;
-      this.fair.charge(next.key, this.cpuMs() - t0);
+      this.fair.charge(next.key, t1 - t0);
       if (this.sessions.afterSlice(link)) this.schedule(link);
       this.perform();
       if (this.cpuMs() - start >= TURN_MS) break;
@@ -239,21 +239,29 @@ export class GuestService implements GuestPort<GuestLink> {
     }
   }
 
-  /** Serves the stream's first queued message, or SLICE_MS worth of its frames. */
-  private serveSlice(link: GuestLink): void {
-    const until = this.cpuMs() + SLICE_MS;
+  /**
+   * Serves the stream's first queued message, or SLICE_MS worth of its frames, from `startMs`
+   * (cpuMs); returns when its frames were done. The clock is read once per frame: a frame's
+   * time runs from the end of the one before (performance.now() is ~0.1 µs a read, and three
+   * reads a frame were ~5 % of a small call's time).
+   */
+  private serveSlice(link: GuestLink, startMs: number): number {
+    const until = startMs + SLICE_MS;
+    let t0 = startMs;
     for (;;) {
-      const t0 = this.cpuMs();
       const r = this.sessions.serveOne(link);
       if (r.kind !== "frame") break;
-      this.count(r, this.cpuMs() - t0);
+      const t1 = this.cpuMs();
+      this.count(r, t1 - t0);
+      t0 = t1;
       if (r.refused && !this.budgets.take(r.tenant)) {
         if (!r.malformed) this.deps.metrics.refusalThrottles.inc({ tenant: r.tenant });
         break;
       }
-      if (!r.more || this.cpuMs() >= until) break;
+      if (!r.more || t1 >= until) break;
     }
     this.sessions.flush(link);
+    return t0;
   }
 
   private count(r: Served & { kind: "frame" }, ms: number): void {

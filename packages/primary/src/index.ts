@@ -31,6 +31,7 @@ export {
   type SequencerOptions,
 } from "./core/sequencer.js";
 export { SessionAdmission, type SessionAdmissionLimits } from "./core/session-admission.js";
+export { decidePull, type PullDecision } from "./core/snapshot-pull.js";
 export {
   type GuestRefusalInfo,
   GuestService,
@@ -51,5 +52,6 @@ export type {
 export { PrimaryDriver, type PrimaryDriverOptions, type PrimaryPorts } from "./primary-driver.js";
 export { ReplicationClient, type ReplicationClientDeps } from "./replication-client.js";
 export { listSessions } from "./session-list.js";
+export { type PullStream, SnapshotOutlet } from "./snapshot-outlet.js";
 export type { SwitchoverOutcome, SwitchoverRefusal } from "./switchover.js";
 export { TenantAuth, type TenantCredentials } from "./tenant-auth.js";

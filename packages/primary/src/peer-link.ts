@@ -12,6 +12,7 @@ import type {
   Timers,
 } from "@vgpu-ha/common";
 import type { Sender, SenderEvent } from "./core/sender.js";
+import type { SnapshotOutlet } from "./snapshot-outlet.js";
 
 export type PeerLink = Link<PrimaryMessage, StandbyMessage>;
 
@@ -27,6 +28,11 @@ export interface PeerLinkDeps {
   /** After every step: acks may release guest replies, lag may lift back-pressure. */
   readonly onProgress: () => void;
   readonly onEvent: (event: SenderEvent) => void;
+  /**
+   * Where snapshot chunks after the first go when the standby pulls them (absent: everything
+   * on the stream, as the simulators run it).
+   */
+  readonly outlet?: SnapshotOutlet;
 }
 
 export class PeerLinkShell {
@@ -57,6 +63,7 @@ export class PeerLinkShell {
     this.deps.timers.clear(this.ticker);
     this.deps.timers.clear(this.redial);
     this.link?.close("primary stopping");
+    this.deps.outlet?.end();
   }
 
   private dial(): void {
@@ -125,9 +132,13 @@ export class PeerLinkShell {
     const { sender, log, clock } = this.deps;
     log.release(sender.releasableSeq, this.deps.retainBytes);
     if (this.link === undefined || this.blocked) return;
+    const outlet = this.deps.outlet;
     for (const m of sender.poll(clock.monotonicMs())) {
-      if (!this.link.send(m)) this.blocked = true;
+      // Pages go to the standby's pull; chunk 0 (the metadata) here, which starts that pull.
+      if (m.kind === "snapshot" && m.chunk.index > 0 && outlet?.active) outlet.send(m);
+      else if (!this.link.send(m)) this.blocked = true;
     }
+    outlet?.sweep();
     for (const event of sender.takeEvents()) this.deps.onEvent(event);
   }
 }

@@ -8,6 +8,7 @@ import type { EtcdReadView } from "./core/primary-etcd.js";
 import type { HelloDecision, PrimaryNotice } from "./core/primary-machine.js";
 import type { SenderEvent } from "./core/sender.js";
 import type { Sequencer } from "./core/sequencer.js";
+import type { PullDecision } from "./core/snapshot-pull.js";
 
 /** Frames applied, replies sent and sessions opened (what a step-down would discard). */
 export type GuestWork = Omit<WorkCounters, "lastSeq">;
@@ -117,6 +118,8 @@ export interface PrimaryObserver {
   snapshotStarted(source: SnapshotSource, backend: Backend): void;
   /** A replication stream opened by another node was decided (`remote`: its address). */
   hello(decision: HelloDecision, remote: string): void;
+  /** A standby's snapshot pull was served or refused (`remote`: its address). */
+  snapshotPull?(decision: PullDecision, remote: string): void;
   /** After each guest message was applied (before it is sent on). */
   guestMessage(): void;
   /** An etcd request failed. */

@@ -48,6 +48,7 @@ import type {
   PrimaryObserver,
   PrimarySupervisor,
 } from "./ports.js";
+import { type PullStream, SnapshotOutlet } from "./snapshot-outlet.js";
 import { Switchover, type SwitchoverOutcome, type SwitchoverRefusal } from "./switchover.js";
 
 export interface PrimaryDriverOptions {
@@ -102,6 +103,8 @@ export class PrimaryDriver<S> {
   /** The role's decisions (undefined standalone). */
   readonly machine: PrimaryMachine | undefined;
   private readonly link: PeerLinkShell | undefined;
+  /** A standby's snapshot pull (undefined standalone). */
+  private readonly outlet: SnapshotOutlet | undefined;
   private readonly switchovers: Switchover | undefined;
   private readonly promoted: boolean;
   private flushTimer: TimerHandle | undefined;
@@ -120,9 +123,9 @@ export class PrimaryDriver<S> {
     this.backend = ports.backend;
     this.log = ports.log;
     this.nextSnapshotId = Math.floor(ports.clock.wallMs() * 1000);
-    this.sequencer = new Sequencer(this.backend, this.log, options.mmio, () =>
-      ports.clock.monotonicMs(),
-    );
+    // Standalone, every entry is dropped once its guest message is served (afterGuestMessage).
+    const mmio = { ...options.mmio, logKeepsEntries: ports.dialPeer !== undefined };
+    this.sequencer = new Sequencer(this.backend, this.log, mmio, () => ports.clock.monotonicMs());
     this.backend.trackMmio = ports.dialPeer !== undefined && options.mmio.mmio === "per-page";
     if (ports.dialPeer) {
       const o = options;
@@ -170,7 +173,9 @@ export class PrimaryDriver<S> {
         this.sender,
         this.log,
       );
+      this.outlet = new SnapshotOutlet(this.sender);
       this.link = new PeerLinkShell({
+        outlet: this.outlet,
         sender: this.sender,
         log: this.log,
         clock: ports.clock,
@@ -419,6 +424,16 @@ export class PrimaryDriver<S> {
       observer,
       timers,
     });
+  }
+
+  /** A standby pulls a snapshot's pages (PullSnapshot): served from the Sender, or refused. */
+  pullSnapshot(stream: PullStream, request: StandbyMessage, remote: string): void {
+    if (this.outlet === undefined || this.stopping) {
+      stream.fail(ErrorCode.NOT_PRIMARY, "this node streams to no standby");
+      return;
+    }
+    const decision = this.outlet.open(stream, request);
+    this.ports.observer.snapshotPull?.(decision, remote);
   }
 
   // ---- replication plumbing ----

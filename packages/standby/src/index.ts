@@ -18,5 +18,10 @@ export {
 } from "./core/standby-machine.js";
 export { refuseGuests } from "./guest-refusal.js";
 export type { LinkLogger, StandbyEtcd, StandbyGuests, StandbyObserver } from "./ports.js";
+export {
+  PULL_RETRY_MS,
+  SnapshotPuller,
+  type SnapshotPullPort,
+} from "./snapshot-puller.js";
 export { StandbyDriver, type StandbyDriverDeps, type StandbyTakeover } from "./standby-driver.js";
 export { type ReplicationCall, StandbyLink, type StreamRefusal } from "./standby-link.js";

@@ -21,6 +21,7 @@ import {
   StandbyMachine,
 } from "./core/standby-machine.js";
 import type { LinkLogger, StandbyEtcd, StandbyGuests, StandbyObserver } from "./ports.js";
+import { SnapshotPuller, type SnapshotPullPort } from "./snapshot-puller.js";
 import { StandbyLink, type StreamRefusal } from "./standby-link.js";
 
 export interface StandbyDriverDeps<G, V extends EtcdReading> {
@@ -45,6 +46,11 @@ export interface StandbyDriverDeps<G, V extends EtcdReading> {
   readonly channelHeardMs?: () => number | undefined;
   /** A stream refused before it became the live one. */
   readonly onRefused?: (refusal: StreamRefusal, remote: string) => void;
+  /**
+   * How to pull a snapshot's pages from the primary (snapshot-puller.ts); absent: they come on
+   * the replication stream (a standby that does not know its primary's replication address).
+   */
+  readonly pullPort?: SnapshotPullPort;
 }
 
 /** The replica a promoted standby hands to the primary role. */
@@ -59,6 +65,8 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   readonly receiver: Receiver;
   readonly link: StandbyLink;
   readonly machine: StandbyMachine;
+  /** Pulls snapshot pages from the primary (undefined: they come on the stream). */
+  readonly puller: SnapshotPuller | undefined;
   private readonly deps: StandbyDriverDeps<G, V>;
   private leaseTimer: TimerHandle | undefined;
   private parkTimer: TimerHandle | undefined;
@@ -73,7 +81,8 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
 
   constructor(deps: StandbyDriverDeps<G, V>) {
     this.deps = deps;
-    this.receiver = new Receiver(deps.receiver, deps.supervisor.epoch());
+    const pullsSnapshots = deps.pullPort !== undefined;
+    this.receiver = new Receiver({ ...deps.receiver, pullsSnapshots }, deps.supervisor.epoch());
     this.machine = new StandbyMachine({
       nodeId: deps.receiver.nodeId,
       configuredPrimary: deps.configuredPrimary,
@@ -96,8 +105,18 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       onStep: (m) => {
         deps.observer.stepped?.(m);
         this.afterStep();
+        this.puller?.check();
       },
     });
+    this.puller = deps.pullPort
+      ? new SnapshotPuller({
+          port: deps.pullPort,
+          receiver: this.receiver,
+          now: deps.now,
+          deliver: (m) => this.link.pulled(m),
+          logger: deps.logger,
+        })
+      : undefined;
   }
 
   start(): void {
@@ -112,6 +131,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     this.unfollowDevice?.();
     // Parked guests go to the new primary role when promoted; otherwise they are refused.
     if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
+    this.puller?.close();
     this.link.close(reason);
   }
 

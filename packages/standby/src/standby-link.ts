@@ -175,6 +175,25 @@ export class StandbyLink {
   }
 
   /**
+   * A message of a snapshot pull (snapshot-puller.ts): stepped like the stream's; the
+   * receiver's answer (its ack) goes back on the live stream. Only chunks are taken there.
+   */
+  pulled(message: PrimaryMessage): void {
+    if (this.closed || this.muted() || message.kind !== "snapshot") return;
+    if (message.epoch >= this.receiver.epoch) this.lastMessageMs = this.now();
+    this.stepping = true;
+    let replies: StandbyMessage[];
+    try {
+      replies = this.receiver.step(message);
+    } finally {
+      this.stepping = false;
+    }
+    const link = this.link;
+    if (link !== undefined) for (const out of replies) link.send(out);
+    this.onStep(message);
+  }
+
+  /**
    * Sends what the receiver has to say outside an answer (Receiver.poll: acks of device
    * progress, results the device produced); with no live stream it waits for the next.
    */

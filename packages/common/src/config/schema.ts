@@ -223,7 +223,7 @@ export const ConfigSchema = z
         maxInflightEntries: count(1, 10_000_000).default(200_000),
         maxInflightBytes: bytes(64 * 1024, 2 ** 40).default(64 * 1024 ** 2),
         snapshotChunkBytes: bytes(4096, 64 * 1024 ** 2).default(1024 ** 2),
-        snapshotWindowChunks: count(1, 1024).default(2),
+        snapshotWindowChunks: count(1, 1024).default(16),
         /** Resend from the last acknowledged entry when acks stop for this long. */
         retransmitMs: ms(10, 600_000).default(2000),
         /** Delay before the primary dials its standby again after a broken link. */

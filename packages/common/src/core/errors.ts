@@ -122,6 +122,11 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, ErrorInfo>> = {
     false,
     "the call was in flight on a device that failed; it was not run again and had no effect",
   ),
+  [ErrorCode.SNAPSHOT_STALE]: info(
+    "SNAPSHOT_STALE",
+    false,
+    "the snapshot pulled is not the one the primary is sending now",
+  ),
 };
 
 export function errorName(code: ErrorCode): string {

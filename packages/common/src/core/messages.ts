@@ -110,6 +110,8 @@ export type StandbyMessage =
       /** What the sender runs (core/peer-version.ts); absent: a build that did not say. */
       readonly version?: string;
       readonly protocolVersion?: number;
+      /** This standby pulls snapshot pages on a stream of its own (PullSnapshot). */
+      readonly pullsSnapshots?: boolean;
     }
   | {
       readonly kind: "ack";

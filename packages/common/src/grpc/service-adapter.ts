@@ -48,10 +48,14 @@ export type ServiceClient<S extends GenService<GenServiceMethods>> = grpc.Client
           ) => grpc.ClientDuplexStream<In<MethodOf<S>[K]>, Out<MethodOf<S>[K]>>;
 };
 
+/**
+ * A message given as its encoded bytes (a Uint8Array) goes as it is: a hot path that encodes
+ * itself (wire/snapshot-pages-encode.ts, the snapshot pull) saves toBinary's copies.
+ */
 const serializer =
   <D extends DescMessage>(schema: D) =>
-  (message: MessageShape<D>): Buffer => {
-    const bytes = toBinary(schema, message);
+  (message: MessageShape<D> | Uint8Array): Buffer => {
+    const bytes = message instanceof Uint8Array ? message : toBinary(schema, message);
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 

@@ -214,6 +214,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
           lastAppliedSeq: BigInt(m.lastAppliedSeq),
           snapshotId: BigInt(m.snapshotId),
           snapshotChunk: m.snapshotChunk,
+          pullsSnapshots: m.pullsSnapshots ?? false,
           ...versionToWire(m),
         }),
       };
@@ -274,6 +275,7 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         lastAppliedSeq: toSafe(k.value.lastAppliedSeq, "last applied seq"),
         snapshotId: toSafe(k.value.snapshotId, "snapshot id"),
         snapshotChunk: k.value.snapshotChunk,
+        ...(k.value.pullsSnapshots ? { pullsSnapshots: true } : {}),
         ...versionOf(k.value),
       };
     case "ack": {

@@ -1,6 +1,6 @@
 // Converts snapshot chunks (SnapshotChunk in replication.proto) to and from the domain types.
 // Decoders throw MalformedError (decode-guards.ts) and copy every bytes field out of the
-// receive buffer.
+// receive buffer, but for buffer pages (see decodePages).
 import { create } from "@bufbuild/protobuf";
 import type { CallResult } from "../calls.js";
 import type {
@@ -28,7 +28,7 @@ import {
   type SnapshotSession as WireSnapshotSession,
 } from "../gen/vgpu/v1/replication_pb.js";
 import { decodeResult, encodeResult, toSafe } from "./call-codec.js";
-import { copy, present } from "./decode-guards.js";
+import { present } from "./decode-guards.js";
 
 // ---- encode ----
 
@@ -143,5 +143,7 @@ function decodeReply(w: WireSnapshotReply): { frame: number; result: CallResult 
 }
 
 function decodePages(w: WireSnapshotPages): SnapshotPages {
-  return { context: w.context, bo: w.bo, firstPage: w.firstPage, data: copy(w.data) };
+  // Not copied: pages go straight to the device, which copies them (a worker device into a
+  // buffer of its own it moves; the inline one into VRAM), and nothing keeps the view.
+  return { context: w.context, bo: w.bo, firstPage: w.firstPage, data: w.data };
 }

@@ -1,7 +1,7 @@
 // The daemon's observer of the primary role: the PrimaryDriver's notices and the Sender's
 // events as pino log lines and prom-client metrics (the simulator observes the same hooks
 // with its stats and checker).
-import type { Logger, NodeMetrics } from "@vgpu-ha/common";
+import { errorName, type Logger, type NodeMetrics } from "@vgpu-ha/common";
 import { digestWhenDone } from "@vgpu-ha/gpu-model";
 import type { PrimaryObserver, Sender, SenderEvent, Sequencer } from "@vgpu-ha/primary";
 import type { ReplicationRefusals } from "../replication-refusals.js";
@@ -68,6 +68,20 @@ export function primaryObserver(deps: PrimaryObserverDeps): PrimaryObserver {
     },
     hello(decision, remote) {
       if (decision.kind === "refuse") deps.refusals.report(decision.refusal, remote, "inbound");
+    },
+    snapshotPull(decision, remote) {
+      if (decision.kind === "serve") {
+        const from = decision.chunks[0]?.index;
+        logger.info({ snapshot: decision.snapshotId, from, remote }, "snapshot pull opened");
+      } else if (decision.reason !== undefined) {
+        const { reason, message } = decision;
+        deps.refusals.report({ reason, message }, remote, "inbound");
+      } else {
+        logger.warn(
+          { code: errorName(decision.code), remote },
+          `snapshot pull refused: ${decision.message}`,
+        );
+      }
     },
     guestMessage() {
       const c = deps.sequencer().mmioCounters;

@@ -24,13 +24,14 @@ import {
   type wire,
 } from "@vgpu-ha/common";
 import { ErrorCode, VgpuError } from "@vgpu-ha/common/core";
-import { Backend, type DeviceFailure, digestOf, digestWhenDone } from "@vgpu-ha/gpu-model";
+import { Backend, type DeviceFailure, digestOf } from "@vgpu-ha/gpu-model";
 import {
   type GuestHooks,
   GuestService,
   IdleSessions,
   listSessions,
   PrimaryDriver,
+  type PullStream,
   ReplicationClient,
   type SenderEvent,
   SessionAdmission,
@@ -308,6 +309,11 @@ export class PrimaryRole implements Role {
       decodePrimaryMessage,
     );
     this.driver.acceptReplication(link, call.getPeer());
+  }
+
+  /** A standby pulls snapshot pages: the driver serves or refuses it. */
+  pullSnapshot(request: StandbyMessage, stream: PullStream, remote: string): void {
+    this.driver.pullSnapshot(stream, request, remote);
   }
 
   probe() {

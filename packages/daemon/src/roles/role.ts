@@ -9,10 +9,12 @@ import type {
   PeerChannel,
   ReplicationGauges,
   SessionView,
+  StandbyMessage,
   Supervisor,
   wire,
 } from "@vgpu-ha/common";
 import type { DeviceProgress, StateDigest } from "@vgpu-ha/gpu-model";
+import type { PullStream } from "@vgpu-ha/primary";
 import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { GuestRefusalSink } from "../guest-listener.js";
 import type { EtcdArbiter } from "../lease/etcd-arbiter.js";
@@ -61,6 +63,8 @@ export interface Role {
   stop(reason: string): Promise<void>;
   serveGuest(stream: GuestStream): void;
   acceptReplication(call: ReplicationCall): void;
+  /** Primary: a standby pulls a snapshot's pages (PullSnapshot); others refuse it. */
+  pullSnapshot?(request: StandbyMessage, stream: PullStream, remote: string): void;
   /** For the peer's Probe. */
   probe(): { role: "primary" | "standby"; replica: boolean; appliedSeq: number };
   status(): Record<string, unknown>;

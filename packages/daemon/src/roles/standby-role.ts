@@ -28,6 +28,7 @@ import { nodeVersion } from "../version.js";
 import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./role.js";
+import { grpcPullPort, pullWindowBytes } from "./snapshot-pull-grpc.js";
 
 export class StandbyRole implements Role {
   readonly name = "standby" as const;
@@ -44,6 +45,7 @@ export class StandbyRole implements Role {
   constructor(deps: RoleDeps) {
     this.deps = deps;
     const { config, logger, clock } = deps;
+    const address = config.peer.replicationAddress;
     this.driver = new StandbyDriver<GuestStream, EtcdView>({
       receiver: {
         clusterId: config.clusterId,
@@ -81,6 +83,20 @@ export class StandbyRole implements Role {
       },
       channelHeardMs: () => deps.leaseThread?.heardMs(),
       onRefused: (why, remote) => deps.refusals.report(why, remote, "inbound"),
+      // Knowing the primary's replication address, it pulls snapshot pages from there.
+      ...(address !== undefined
+        ? {
+            pullPort: grpcPullPort({
+              address,
+              ...(deps.peerChannel ? { channel: deps.peerChannel } : {}),
+              maxMessageBytes: config.guest.maxMessageBytes,
+              windowBytes: pullWindowBytes(
+                config.replication.snapshotChunkBytes,
+                config.replication.snapshotWindowChunks,
+              ),
+            }),
+          }
+        : {}),
     });
     this.receiver = this.driver.receiver;
   }
@@ -326,6 +342,8 @@ export class StandbyRole implements Role {
         lastMessageAgeMs:
           since === undefined ? null : Math.round(this.deps.clock.monotonicMs() - since),
         snapshot: r.snapshotProgress ?? null,
+        // Snapshot pulls opened since start (null: pages come on the stream).
+        snapshotPulls: this.driver.puller?.opened ?? null,
         divergences: r.divergences,
       },
       ...(this.deps.arbiter ? { etcd: this.driver.machine.etcdStatus ?? null } : {}),

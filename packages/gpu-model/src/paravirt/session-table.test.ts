@@ -1,6 +1,7 @@
-// Proves the reply cache's deque-based eviction keeps exactly the replies the previous Map-FIFO
-// eviction kept (the same frames in the same order, the newest always kept) for random runs of
-// frames, reply sizes and frame and byte limits, including a reply above the byte limit.
+// Proves the reply cache's eviction by frame number (reply-cache.ts) keeps exactly the replies
+// the previous Map-FIFO eviction kept (the same frames in the same order, the newest always
+// kept) for random runs of frames, reply sizes and frame and byte limits, including a reply
+// above the byte limit.
 import { type CallResult, ErrorCode } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";

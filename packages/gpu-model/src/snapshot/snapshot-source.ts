@@ -13,8 +13,12 @@ import type { ChunkResult } from "../device/ops.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
 import type { Backend, GuestBo } from "../paravirt/backend.js";
 
-/** Chunks asked of the device ahead of the reader. */
-const READ_AHEAD = 2;
+/**
+ * Chunks asked of the device ahead of the reader. Each is a round trip to the device thread:
+ * with 2 the snapshot pull waited on them (the standby pulls up to snapshotWindowChunks, 16,
+ * at once); 8 keeps the pull fed and holds at most 8 chunks (8 MiB at the default size).
+ */
+const READ_AHEAD = 8;
 
 export class SnapshotSource {
   readonly snapshotId: number;

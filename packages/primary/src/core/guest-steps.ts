@@ -24,22 +24,37 @@ export interface Held {
 }
 
 /**
- * Decodes and applies one frame: the reply to hold, and what it did. A frame that does not
- * decode is answered MALFORMED (counted rejected) without reaching the backend.
+ * Decodes and applies one frame: the reply to hold, and what it did (`more`: its message has
+ * frames after it). A frame that does not decode is answered MALFORMED (counted rejected)
+ * without reaching the backend. What it did is one object literal, never a spread of another:
+ * `{ ...served, more }` cost ~1.7 µs a frame on Node 20 (V8 clones it slowly), a literal ~20 ns.
  */
 export function applyFrame(
   o: Pick<GuestSessionsOptions<unknown>, "sequencer" | "decodeFrame">,
   session: Session,
   wireFrame: WireFrame,
-): { held: Held; served: Omit<Served & { kind: "frame" }, "more"> } {
+  more: boolean,
+): { held: Held; served: Served & { kind: "frame" } } {
   const tenant = session.tenant;
   const frame = o.decodeFrame(wireFrame);
   if (frame instanceof Error) {
     const result = malformedResult(frame);
     const held = { frame: session.lastFrame, seq: 0, number: Number(wireFrame.number), result };
     const code = ErrorCode.MALFORMED;
-    const served = { tenant, malformed: true, outcome: "rejected", op: "", code } as const;
-    return { held, served: { kind: "frame", ...served, stores: 0, refused: true } };
+    return {
+      held,
+      served: {
+        kind: "frame",
+        tenant,
+        malformed: true,
+        outcome: "rejected",
+        op: "",
+        code,
+        stores: 0,
+        refused: true,
+        more,
+      },
+    };
   }
   const { outcome, seq } = o.sequencer.applyFrame(session, frame);
   const result = outcome.result;
@@ -59,6 +74,7 @@ export function applyFrame(
       stores: applied && ok && body.kind === "stores" ? body.batch.offsets.length : 0,
       // A replayed reply is not counted: a resumed session may re-send many at once.
       refused: outcome.kind !== "duplicate" && !ok,
+      more,
     },
   };
 }

@@ -39,11 +39,6 @@ export interface SnapshotStream {
   readonly totalBytes?: number;
   readonly coveredBytes?: number;
   next(): SnapshotChunk | undefined;
-  /**
-   * Whether next() has a chunk now; false while the device is still reading it (the stream
-   * then tells its owner, which polls again). Absent: always.
-   */
-  ready?(): boolean;
   release(): void;
   /**
    * Whether next() has a chunk now (always, on an inline device); absent: always. A device that

@@ -77,6 +77,11 @@ export class Sender {
   /** What the peer runs, from its last hello naming it (refused for its version or not). */
   peerVersion: NodeVersion | undefined;
   /**
+   * The standby of this connection pulls snapshot pages (its hello said so): chunks after the
+   * first go to its pull stream (the shell's SnapshotOutlet), not to this connection.
+   */
+  peerPullsSnapshots = false;
+  /**
    * The sync grant carried by every heartbeat (see core/release.ts); the primary role sets it.
    * A change is sent at once.
    */
@@ -141,6 +146,7 @@ export class Sender {
 
   connected(nowMs: number): void {
     this.peerVerified = false;
+    this.peerPullsSnapshots = false;
     this.versionRefused = false;
     this.state = "hello";
     this.pendingHello = true;
@@ -224,6 +230,7 @@ export class Sender {
   }
 
   private onHello(hello: Extract<StandbyMessage, { kind: "hello" }>, nowMs: number): void {
+    this.peerPullsSnapshots = hello.pullsSnapshots === true;
     const s = this.snapshot;
     if (s && hello.snapshotId === s.stream.snapshotId && hello.snapshotChunk >= s.ackedChunks) {
       this.ackSnapshot(hello.snapshotChunk);
@@ -291,6 +298,21 @@ export class Sender {
       this.lastProgressMs = nowMs;
     }
     if (this.sentSeq < this.receivedSeq) this.sentSeq = this.receivedSeq;
+  }
+
+  /**
+   * The chunks produced and not yet acknowledged of snapshot `snapshotId` from index `from` on,
+   * for a standby that (re)opens its pull there; undefined when that is not the snapshot being
+   * sent to a verified peer now, or `from` is outside what is held (acknowledged already, or not
+   * produced yet): a stale pull.
+   */
+  snapshotChunksFrom(snapshotId: number, from: number): SnapshotChunk[] | undefined {
+    const s = this.snapshot;
+    if (this.state !== "snapshot" || s === undefined || s.stream.snapshotId !== snapshotId) {
+      return undefined;
+    }
+    if (from < s.ackedChunks || from > s.produced) return undefined;
+    return s.unacked.slice(from - s.ackedChunks);
   }
 
   /** Sends again everything after `seq` (entries and late results). */

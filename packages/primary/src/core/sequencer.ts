@@ -41,6 +41,13 @@ export interface SequencerOptions {
   readonly mmio: MmioReplication;
   /** Cut a page batch once this many store bytes are pending. */
   readonly flushBytes: number;
+  /**
+   * Whether the log keeps entries after the guest message that made them was served (a standby
+   * reads them, or may): a dmaWrite's data is then copied out of the receive buffer, so a
+   * retained entry does not pin the whole gRPC message. A standalone node drops every entry
+   * once the message is served (nobody reads them), so it keeps the view. Default true.
+   */
+  readonly logKeepsEntries?: boolean;
 }
 
 type Session = NonNullable<ReturnType<Backend["sessions"]["get"]>>;
@@ -159,7 +166,7 @@ export class Sequencer {
         kind: "call",
         sessionId: session.id,
         frame: frame.number,
-        call: ownedCall(body.call),
+        call: this.options.logKeepsEntries === false ? body.call : ownedCall(body.call),
         handles: handleDelta(body.call, result, destroyed),
         result: late ? { code: result.code, outputDigest: NO_DIGEST } : summarizeResult(result),
       });

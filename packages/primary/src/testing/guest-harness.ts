@@ -77,6 +77,16 @@ export interface GuestHarnessOptions {
   readonly nowMs?: () => number;
   /** Reap sessions without a stream after this long (GuestService.reapIdle); default never. */
   readonly sessionIdleMs?: number;
+  /** The service-time clock of the fair slices and call durations; default performance.now. */
+  readonly cpuMs?: () => number;
+  /** The node's metrics; default a registry of its own. */
+  readonly metrics?: ReturnType<typeof createMetrics>;
+  /**
+   * The log as a standalone node has it: entries dropped once their message is served, so the
+   * sequencer does not copy DMA data (SequencerOptions.logKeepsEntries). Default: the log keeps
+   * every entry (tests read it).
+   */
+  readonly standalone?: boolean;
 }
 
 export interface GuestHarness {
@@ -92,10 +102,11 @@ export interface GuestHarness {
 
 export function guestHarness(options: GuestHarnessOptions): GuestHarness {
   const backend = new Backend(options.backend);
+  const standalone = options.standalone ?? false;
   const sequencer = new Sequencer(
     backend,
     new ReplicationLog(),
-    { mmio: "per-page", flushBytes: 1 << 20 },
+    { mmio: "per-page", flushBytes: 1 << 20, logKeepsEntries: !standalone },
     () => 0,
   );
   const nowMs = options.nowMs ?? (() => performance.now());
@@ -109,10 +120,15 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
       : {}),
     ...(options.refusals ? { refusals: options.refusals } : {}),
     nowMs,
-    metrics: createMetrics(
-      idleGauges("standalone", () => backend.sessions.size),
-      { processMetrics: false },
-    ),
+    ...(options.cpuMs ? { cpuMs: options.cpuMs } : {}),
+    metrics:
+      options.metrics ??
+      createMetrics(
+        idleGauges("standalone", () => backend.sessions.size),
+        {
+          processMetrics: false,
+        },
+      ),
     log: createLogger({ level: "silent", nodeId: "harness" }),
     nodeId: "harness",
     epoch: () => 1,
@@ -120,7 +136,10 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     maxMessageBytes: options.maxMessageBytes ?? 64 << 20,
     serving: () => true,
     replicatedSeq: () => undefined,
-    afterApply: () => sequencer.flushMmio(),
+    afterApply: () => {
+      sequencer.flushMmio();
+      if (standalone) sequencer.log.release(sequencer.log.lastSeq, 0);
+    },
   });
   return {
     service,

@@ -43,6 +43,8 @@ export interface ReceiverOptions {
   readonly backendOptions: BackendOptions;
   /** Applies one entry; defaults to applyEntry (tests may wrap it). */
   readonly apply?: (backend: Backend, entry: Entry) => ApplyResult;
+  /** This standby pulls snapshot pages on a stream of its own (its hello says so). */
+  readonly pullsSnapshots?: boolean;
 }
 
 /** Faulted frames kept at most (a bound: a primary names a handful, once). */
@@ -192,6 +194,18 @@ export class Receiver {
    */
   hello(): StandbyMessage {
     this.lateUnchecked += this.late.dropUpTo(this.appliedSeq);
+    return this.helloMessage();
+  }
+
+  /**
+   * The request of a snapshot pull (PullSnapshot): the hello naming the snapshot in progress
+   * and the chunk it needs next; undefined when none is in progress.
+   */
+  pullRequest(): Extract<StandbyMessage, { kind: "hello" }> | undefined {
+    return this.sink ? this.helloMessage() : undefined;
+  }
+
+  private helloMessage(): Extract<StandbyMessage, { kind: "hello" }> {
     return {
       kind: "hello",
       epoch: this.epoch,
@@ -201,6 +215,7 @@ export class Receiver {
       lastAppliedSeq: this.appliedSeq,
       snapshotId: this.sink?.snapshotId ?? 0,
       snapshotChunk: this.sink?.received ?? 0,
+      ...(this.options.pullsSnapshots ? { pullsSnapshots: true } : {}),
       ...this.options.version,
     };
   }

@@ -1,15 +1,24 @@
 // Proves the register-blocked gemm_f32 writes exactly the bits of the kernel it replaced (the
-// plain i-p-j loop, kept below as the reference) on random shapes that straddle the 4×4 tile
+// plain i-p-j loop, kept below as the reference, with contract v2's flush-to-zero of every
+// operand, product and sum added) on random shapes that straddle the 4×8 WebAssembly tile
 // (whole tiles, leftover rows, leftover columns, both) and the 256-deep panels of B (k across
 // several panels, whose sums wait in C between them), on float32 data rich in NaNs,
 // infinities, signed zeros and subnormals, where any change in summation order would show.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalizeNaNs } from "./f32.js";
-import { gemmF32Kernel } from "./gemm-f32.js";
-import { bitsDiff, f32BitsArb, makeBuffer, pagesFor, snapshot } from "./test-support.js";
+import { flushIsIdentity, gemmF32Kernel } from "./gemm-f32.js";
+import {
+  bitsDiff,
+  f32BitsArb,
+  flushRef,
+  makeBuffer,
+  pagesFor,
+  snapshot,
+  tinyBitsArb,
+} from "./test-support.js";
 
-/** The gemm_f32 kernel before register blocking, verbatim. */
+/** The gemm_f32 kernel before register blocking, with v2's flushes (flushRef) added. */
 function previousKernel(
   cf: Float32Array,
   af: Float32Array,
@@ -24,10 +33,11 @@ function previousKernel(
     cf.fill(0, cRow, cEnd);
     const aRow = i * k;
     for (let p = 0; p < k; p++) {
-      const aip = af[aRow + p]!;
+      const aip = flushRef(af[aRow + p]!);
       let bIndex = p * n;
       for (let cIndex = cRow; cIndex < cEnd; cIndex++, bIndex++) {
-        cf[cIndex] = Math.fround(cf[cIndex]! + Math.fround(aip * bf[bIndex]!));
+        const product = flushRef(Math.fround(aip * flushRef(bf[bIndex]!)));
+        cf[cIndex] = flushRef(Math.fround(cf[cIndex]! + product));
       }
     }
   }
@@ -53,7 +63,40 @@ const specialBitsArb = fc.constantFrom(
 const bitsArb = fc.oneof(
   { weight: 3, arbitrary: f32BitsArb },
   { weight: 1, arbitrary: specialBitsArb },
-  { weight: 1, arbitrary: fc.integer({ min: 0, max: 0x007fffff }) }, // subnormals
+  { weight: 1, arbitrary: tinyBitsArb() },
+);
+
+/** Bits of float32 values of either sign with a biased exponent in [low, high]. */
+const exponentBitsArb = (low: number, high: number) =>
+  fc
+    .tuple(fc.boolean(), fc.integer({ min: low, max: high }), fc.integer({ min: 0, max: 0x7fffff }))
+    .map(([negative, e, mantissa]) => ((negative ? 0x80000000 : 0) | (e << 23) | mantissa) >>> 0);
+
+/** Specials that are not tiny: zeros, infinities, NaNs, 1, 2^-24, the largest finite. */
+const wideSpecialBitsArb = fc.constantFrom(
+  0x00000000,
+  0x80000000,
+  0x7f800000,
+  0xff800000,
+  0x7fc00000,
+  0x7fa00001,
+  0xffc12345,
+  0x3f800000,
+  0x33800000,
+  0x7f7fffff,
+);
+
+/** Data on which the tiles skip the flushes (no value below 2^-27 in magnitude but zeros). */
+const normalBitsArb = fc.oneof(
+  { weight: 4, arbitrary: exponentBitsArb(100, 140) },
+  { weight: 1, arbitrary: wideSpecialBitsArb },
+);
+
+/** Values near 2^-51, whose products lie around the tiles' bound of 2^-102 and whose sums
+ * can cancel toward the subnormal range: both paths run, on either side of the bound. */
+const thresholdBitsArb = fc.oneof(
+  { weight: 4, arbitrary: exponentBitsArb(75, 77) },
+  { weight: 1, arbitrary: wideSpecialBitsArb },
 );
 
 interface Case {
@@ -64,26 +107,37 @@ interface Case {
   b: number[];
 }
 
-/** A case of the given shapes, with A and B filled from bitsArb. */
-const caseOf = (shapes: fc.Arbitrary<[number, number, number]>): fc.Arbitrary<Case> =>
+/** A case of the given shapes, with A and B filled from `values` (bitsArb by default). */
+const caseOf = (
+  shapes: fc.Arbitrary<[number, number, number]>,
+  values: fc.Arbitrary<number> = bitsArb,
+): fc.Arbitrary<Case> =>
   shapes.chain(([m, n, k]) =>
     fc.record({
       m: fc.constant(m),
       n: fc.constant(n),
       k: fc.constant(k),
-      a: fc.array(bitsArb, { minLength: m * k, maxLength: m * k }),
-      b: fc.array(bitsArb, { minLength: k * n, maxLength: k * n }),
+      a: fc.array(values, { minLength: m * k, maxLength: m * k }),
+      b: fc.array(values, { minLength: k * n, maxLength: k * n }),
     }),
   );
 
-const caseArb = (maxDim: number): fc.Arbitrary<Case> =>
+const caseArb = (maxDim: number, values?: fc.Arbitrary<number>): fc.Arbitrary<Case> =>
   caseOf(
     fc.tuple(
       fc.integer({ min: 1, max: maxDim }),
       fc.integer({ min: 1, max: maxDim }),
       fc.nat({ max: maxDim }),
     ),
+    values,
   );
+
+/** Whether the kernel's tiles may skip the flushes on this case (else they flush each step). */
+function tiled({ m, n, k, a, b }: Case): boolean {
+  const af = makeBuffer(2, pagesFor(m * k), a).f32;
+  const bf = makeBuffer(3, pagesFor(k * n), b).f32;
+  return flushIsIdentity(af, bf, m, n, k);
+}
 
 function check({ m, n, k, a: aBits, b: bBits }: Case) {
   const a = makeBuffer(2, pagesFor(m * k), aBits);
@@ -103,6 +157,25 @@ describe("gemm_f32 register blocking", () => {
 
   it("writes the previous kernel's bits on larger shapes", () => {
     fc.assert(fc.property(caseArb(37), check), { numRuns: 25 });
+  });
+
+  it("writes the previous kernel's bits on data without tiny values (tiles without flushes)", () => {
+    const property = fc.property(caseArb(37, normalBitsArb), (testCase) => {
+      expect(tiled(testCase)).toBe(true);
+      check(testCase);
+    });
+    fc.assert(property, { numRuns: 60 });
+  });
+
+  it("writes the previous kernel's bits on both sides of the tiles' bound on tiny products", () => {
+    const paths = { tiled: 0, flushed: 0 };
+    const property = fc.property(caseArb(12, thresholdBitsArb), (testCase) => {
+      paths[tiled(testCase) ? "tiled" : "flushed"]++;
+      check(testCase);
+    });
+    fc.assert(property, { numRuns: 200 });
+    expect(paths.tiled).toBeGreaterThan(10);
+    expect(paths.flushed).toBeGreaterThan(10);
   });
 
   it("writes the previous kernel's bits when k spans several panels of B (256 values of p)", () => {

@@ -1,17 +1,19 @@
 // Proves gemm_f32 equals a naive i-j-p float32 reference (fround product, fround sum from +0,
-// p ascending) bit for bit (NaNs canonical) on random float32 bit patterns and random,
+// p ascending, operands and results flushed as contract v2 says) bit for bit (NaNs canonical) on random float32 bit patterns and random,
 // degenerate (0, 1×1, 1×k, k×1) and odd non-square shapes, touching nothing beyond C; that a
 // may alias b; and that validate rejects overruns, huge dimensions and c aliasing a or b.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { gemmF32Kernel } from "./gemm-f32.js";
 import {
+  addRef,
   bitsDiff,
   bitsToF32,
   f32BitsArb,
   f32ToBits,
   guardsIntact,
   makeBuffer,
+  mulRef,
   PAGE_ELEMENTS,
   pagesFor,
   snapshot,
@@ -30,8 +32,7 @@ function reference(
     for (let j = 0; j < n; j++) {
       let sum = 0;
       for (let p = 0; p < k; p++) {
-        const product = Math.fround(bitsToF32(aBits[i * k + p]!) * bitsToF32(bBits[p * n + j]!));
-        sum = Math.fround(sum + product);
+        sum = addRef(sum, mulRef(bitsToF32(aBits[i * k + p]!), bitsToF32(bBits[p * n + j]!)));
       }
       after[i * n + j] = f32ToBits(sum);
     }

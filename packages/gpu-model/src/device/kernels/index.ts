@@ -10,6 +10,7 @@ import { saxpyF32Kernel } from "./saxpy-f32.js";
 import { stencil2dF32Kernel } from "./stencil2d-f32.js";
 import type { KernelSpec } from "./types.js";
 
+export { KERNEL_CONTRACT_VERSION } from "./contract.js";
 export { CANONICAL_NAN_BITS } from "./f32.js";
 export type {
   KernelBuffer,

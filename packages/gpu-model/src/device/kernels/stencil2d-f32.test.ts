@@ -1,5 +1,5 @@
 // Proves stencil2d_f32 equals a naive 2-D reference (clamped 5-point stencil, fround after every
-// operation, fresh grids per iteration) bit for bit (NaNs canonical) on random float32 grids,
+// operation, operands and results flushed as contract v2 says, fresh grids per iteration) bit for bit (NaNs canonical) on random float32 grids,
 // shapes (1×1, 1×N, N×1, capacity-filling) and iteration counts (0 copies src's bits); that src
 // and everything past width*height in dst are untouched; and that validate rejects bad shapes,
 // overruns and dst == src.
@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { stencil2dF32Kernel } from "./stencil2d-f32.js";
 import {
+  addRef,
   bitsDiff,
   bitsToF32,
   f32BitsArb,
@@ -14,9 +15,11 @@ import {
   f32ToBits,
   guardsIntact,
   makeBuffer,
+  mulRef,
   PAGE_ELEMENTS,
   pagesFor,
   snapshot,
+  subRef,
 } from "./test-support.js";
 
 function clamp(value: number, max: number): number {
@@ -48,11 +51,9 @@ function reference(
       next.push([]);
       for (let x = 0; x < width; x++) {
         const c = at(y, x);
-        const sum = Math.fround(
-          Math.fround(Math.fround(at(y - 1, x) + at(y + 1, x)) + at(y, x + 1)) + at(y, x - 1),
-        );
-        const laplacian = Math.fround(sum - Math.fround(4 * c));
-        next[y]!.push(Math.fround(c + Math.fround(alpha * laplacian)));
+        const sum = addRef(addRef(addRef(at(y - 1, x), at(y + 1, x)), at(y, x + 1)), at(y, x - 1));
+        const laplacian = subRef(sum, mulRef(4, c));
+        next[y]!.push(addRef(c, mulRef(alpha, laplacian)));
       }
     }
     grid = next;
@@ -131,15 +132,33 @@ describe("stencil2d_f32", () => {
     );
   });
 
-  it("copies src's exact bits, NaN payloads included, for 0 iterations", () => {
-    check({
-      width: 2,
-      height: 2,
-      iterations: 0,
-      alpha: 0.5,
-      src: [0x7fc00123, 0xff800001, 0x80000000, 1],
-      dst: [],
-    });
+  it("copies src's exact bits, NaN payloads and subnormals included, for 0 iterations", () => {
+    const src = [0x7fc00123, 0xff800001, 0x80000000, 1];
+    check({ width: 2, height: 2, iterations: 0, alpha: 0.5, src, dst: [] });
+    const dst = makeBuffer(1, 1);
+    stencil2dF32Kernel.run([dst, makeBuffer(2, 1, src), 2, 2, 0, 0.5]);
+    expect([...dst.u32.subarray(0, 4)]).toEqual(src);
+  });
+
+  it("flushes subnormal cells and a subnormal alpha, and subnormal results, keeping signs", () => {
+    // One cell (clamped: all neighbours are itself, so laplacian = 4c - 4c): new = c + alpha*0.
+    const one = (cellBits: number, alpha: number) => {
+      const dst = makeBuffer(1, 1);
+      stencil2dF32Kernel.run([dst, makeBuffer(2, 1, [cellBits]), 1, 1, 1, alpha]);
+      return dst.u32[0]!;
+    };
+    expect(one(0x00000001, 0.5)).toBe(0x00000000); // +subnormal cell: +0
+    expect(one(0x807fffff, 0.5)).toBe(0x00000000); // -0 + 0.5*(+0) = -0 + +0 = +0
+    expect(one(0x00800000, 0.5)).toBe(0x00800000); // the smallest normal stays
+    // Two cells c0 = 2^-126, c1 = 1.5·2^-126 (a 2×1 grid, clamped). For cell 0, n = s = w = c0
+    // and e = c1: the laplacian 4.5·2^-126 - 4·2^-126 = 0.5·2^-126 is subnormal, so +0, and the
+    // cell keeps its value (unflushed it would become c0 + alpha·0.5·2^-126).
+    const dst = makeBuffer(1, 1);
+    stencil2dF32Kernel.run([dst, makeBuffer(2, 1, [0x00800000, 0x00c00000]), 2, 1, 1, 0.25]);
+    expect(dst.u32[0]).toBe(0x00800000);
+    // A subnormal alpha is a zero: nothing changes.
+    stencil2dF32Kernel.run([dst, makeBuffer(2, 1, [0x3f800000, 0x40000000]), 2, 1, 1, 2 ** -149]);
+    expect([dst.u32[0], dst.u32[1]]).toEqual([0x3f800000, 0x40000000]);
   });
 
   it("rejects zero sides, overruns and dst == src", () => {
@@ -158,9 +177,9 @@ describe("stencil2d_f32", () => {
     expect(stencil2dF32Kernel.validate([dst, src, 32, 32, 0xffffffff, Number.NaN])).toBeNull();
   });
 
-  it("reports 8*width*height*max(iterations, 1) work", () => {
+  it("reports 16*width*height*max(iterations, 1) work", () => {
     const dst = makeBuffer(1, 1);
-    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 5, 0.5])).toBe(60 * 8);
-    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 0, 0.5])).toBe(12 * 8);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 5, 0.5])).toBe(60 * 16);
+    expect(stencil2dF32Kernel.work([dst, dst, 3, 4, 0, 0.5])).toBe(12 * 16);
   });
 });

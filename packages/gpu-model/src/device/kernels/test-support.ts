@@ -85,12 +85,63 @@ export function f32ToBits(value: number): number {
   return new Uint32Array(new Float32Array([value]).buffer)[0]!;
 }
 
-/** float32 bit patterns: mostly modest values (so rounding matters), every special value, and
- * raw bits (NaN payloads, signalling NaNs, subnormals). */
+const scratchF32 = new Float32Array(1);
+const scratchU32 = new Uint32Array(scratchF32.buffer);
+
+/** The bits of float32 value `value` (NaN payloads may not survive the trip from a double). */
+function bitsOf(value: number): number {
+  scratchF32[0] = value;
+  return scratchU32[0]!;
+}
+
+/**
+ * Contract v2's flush-to-zero, written from the bits, independently of the kernels' ftz(): a
+ * value whose exponent field is 0 (a subnormal, or a zero) becomes the zero of its sign bit.
+ */
+export function flushRef(value: number): number {
+  const bits = bitsOf(value);
+  if ((bits & 0x7f800000) !== 0) return value;
+  return bits >>> 31 === 1 ? -0 : 0;
+}
+
+/** Contract v2's f32 a + b: operands flushed, the sum rounded to float32, then flushed. */
+export function addRef(a: number, b: number): number {
+  return flushRef(Math.fround(flushRef(a) + flushRef(b)));
+}
+
+/** Contract v2's f32 a - b. */
+export function subRef(a: number, b: number): number {
+  return flushRef(Math.fround(flushRef(a) - flushRef(b)));
+}
+
+/** Contract v2's f32 a * b. */
+export function mulRef(a: number, b: number): number {
+  return flushRef(Math.fround(flushRef(a) * flushRef(b)));
+}
+
+/**
+ * Bits of tiny float32 values of either sign, where flush-to-zero (contract v2) acts: subnormals
+ * (exponent field 0), normals down to 2^-126 whose sums can cancel into the subnormal range, and
+ * values near 2^-63 whose products are just below or above 2^-126.
+ */
+export function tinyBitsArb(): fc.Arbitrary<number> {
+  const exponent = fc.oneof(
+    fc.constant(0),
+    fc.integer({ min: 1, max: 4 }),
+    fc.integer({ min: 60, max: 66 }),
+  );
+  return fc
+    .tuple(fc.boolean(), exponent, fc.integer({ min: 0, max: 0x7fffff }))
+    .map(([negative, e, mantissa]) => ((negative ? 0x80000000 : 0) | (e << 23) | mantissa) >>> 0);
+}
+
+/** float32 bit patterns: mostly modest values (so rounding matters), every special value, raw
+ * bits (NaN payloads, signalling NaNs), and tiny values and subnormals (flush-to-zero). */
 export const f32BitsArb: fc.Arbitrary<number> = fc.oneof(
   { weight: 6, arbitrary: fc.float({ min: -8, max: 8, noNaN: true }).map(f32ToBits) },
   { weight: 2, arbitrary: fc.float().map(f32ToBits) },
   { weight: 1, arbitrary: fc.integer({ min: 0, max: 0xffffffff }) },
+  { weight: 2, arbitrary: tinyBitsArb() },
 );
 
 /** A float32 scalar as the device passes it: any fround-ed double, NaN included. */

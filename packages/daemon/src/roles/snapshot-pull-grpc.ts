@@ -1,0 +1,122 @@
+// The daemon's snapshot pull over gRPC, both ends. The standby dials its primary's
+// replication port (peer.replicationAddress, the same mutual-TLS channel settings as the
+// replication stream) and calls PullSnapshot as a client with a large HTTP/2 receive window
+// (grpc-node.flow_control_window: a grpc-js server cannot raise its own 64 KiB one, a client
+// can), so the chunks in flight are never held back by WINDOW_UPDATE round trips. The primary
+// writes the chunks to that server stream (SnapshotOutlet).
+import * as grpc from "@grpc/grpc-js";
+import {
+  createClient,
+  decodePrimaryMessage,
+  decodeStandbyMessage,
+  type ErrorCode,
+  encodePrimaryMessage,
+  encodePulledChunk,
+  encodeStandbyMessage,
+  grpcStatusOf,
+  type PeerChannel,
+  type PrimaryMessage,
+  type StandbyMessage,
+  wire,
+} from "@vgpu-ha/common";
+import type { PullStream } from "@vgpu-ha/primary";
+import type { SnapshotPullPort } from "@vgpu-ha/standby";
+
+export type PullCall = grpc.ServerWritableStream<wire.StandbyMessage, wire.PrimaryMessage>;
+
+/** The receive window at least: two windows of chunks in flight, within HTTP/2's 2^31 − 1. */
+const PULL_WINDOW_MIN_BYTES = 16 * 1024 ** 2;
+const HTTP2_WINDOW_MAX_BYTES = 2 ** 31 - 1;
+
+/** The HTTP/2 receive window a pull asks for: the Sender's whole window twice over. */
+export function pullWindowBytes(chunkBytes: number, windowChunks: number): number {
+  const wanted = Math.max(PULL_WINDOW_MIN_BYTES, 2 * chunkBytes * windowChunks);
+  return Math.min(HTTP2_WINDOW_MAX_BYTES, wanted);
+}
+
+export interface PullClientOptions {
+  /** The primary's replication address (peer.replicationAddress). */
+  readonly address: string;
+  readonly channel?: PeerChannel;
+  readonly maxMessageBytes: number;
+  readonly windowBytes: number;
+}
+
+/** The standby's port: each pull is a call on one client, closed with it. */
+export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
+  return {
+    open(request, deliver, done) {
+      const client = createClient(
+        wire.Replication,
+        o.address,
+        o.channel?.credentials ?? grpc.credentials.createInsecure(),
+        {
+          ...o.channel?.options,
+          "grpc.max_receive_message_length": o.maxMessageBytes,
+          "grpc.max_send_message_length": o.maxMessageBytes,
+          "grpc-node.flow_control_window": o.windowBytes,
+        },
+      );
+      const call = client.pullSnapshot(encodeStandbyMessage(request));
+      let finished = false;
+      const finish = (reason: string) => {
+        if (finished) return;
+        finished = true;
+        client.close();
+        done(reason);
+      };
+      call.on("data", (w: wire.PrimaryMessage) => {
+        const m = decodePrimaryMessage(w);
+        if (m instanceof Error) {
+          call.cancel();
+          finish(`malformed message: ${m.message}`);
+        } else deliver(m);
+      });
+      call.on("error", (e: grpc.ServiceError) => finish(e.details || e.message));
+      call.on("end", () => finish(""));
+      return () => {
+        if (finished) return;
+        call.cancel();
+        finish("cancelled");
+      };
+    },
+  };
+}
+
+function pulledMessage(m: PrimaryMessage): wire.PrimaryMessage {
+  if (m.kind !== "snapshot" || m.chunk.meta !== undefined) return encodePrimaryMessage(m);
+  return encodePulledChunk(m.epoch, m.chunk) as unknown as wire.PrimaryMessage;
+}
+
+/** The primary's end of one pull: the request and the stream the outlet writes to. */
+export function pullStreamOf(call: PullCall): {
+  request: StandbyMessage | Error;
+  stream: PullStream;
+} {
+  const handlers: (() => void)[] = [];
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    for (const h of handlers) h();
+  };
+  call.on("cancelled", close);
+  call.on("close", close);
+  call.on("error", close);
+  call.on("finish", close);
+  const stream: PullStream = {
+    // Pages are encoded at once into one buffer (snapshot-pages-encode.ts); the service
+    // adapter's serializer passes encoded bytes through.
+    write: (m) => !closed && call.write(pulledMessage(m)),
+    end: () => {
+      if (!closed) call.end();
+    },
+    fail: (code: ErrorCode, message: string) => {
+      if (closed) return;
+      call.emit("error", { code: grpcStatusOf(code), details: message });
+      close();
+    },
+    onClose: (h) => handlers.push(h),
+  };
+  return { request: decodeStandbyMessage(call.request), stream };
+}

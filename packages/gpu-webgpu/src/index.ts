@@ -1,0 +1,19 @@
+export {
+  type AdapterIdentity,
+  type CreateWebGpuOptions,
+  createWebGpuExecutor,
+  openGpu,
+  WEBGPU_PACKAGE_VERSION,
+  type WebGpuBackend,
+} from "./create.js";
+export { ExecutorDriver } from "./driver.js";
+export { LAUNCH_KERNELS } from "./encode-launch.js";
+export { WebGpuExecutor, type WebGpuExecutorOptions } from "./executor.js";
+export {
+  checkGoldenVectors,
+  compareGolden,
+  executorGoldenHash,
+  GoldenMismatchError,
+  type GoldenReport,
+  goldenCaseOps,
+} from "./golden.js";

@@ -1,0 +1,91 @@
+// The standby's side of the snapshot transport: while a snapshot is in progress (its chunk 0
+// came on the replication stream) it pulls the rest from the primary (PullSnapshot), as the
+// client of that stream, so it can give it a large HTTP/2 receive window. One pull at a time,
+// for the snapshot in progress, from the chunk the receiver needs next; a pull that ends early
+// (a broken connection, a refusal) is opened again on a later look, at most every
+// PULL_RETRY_MS. What arrives is stepped like the stream's messages (StandbyLink.pulled), and
+// the receiver's acks go back on the replication stream.
+import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import type { Receiver } from "./core/receiver.js";
+import type { LinkLogger } from "./ports.js";
+
+/** Opening a pull: the daemon's is a gRPC server-streaming call to the primary. */
+export interface SnapshotPullPort {
+  /**
+   * Opens a pull with `request` (the standby's hello): `deliver` gets each message, `done` is
+   * called once when the pull ends (`reason`: why; "" when the primary ended it after the last
+   * chunk). Returns what cancels it.
+   */
+  open(
+    request: StandbyMessage,
+    deliver: (message: PrimaryMessage) => void,
+    done: (reason: string) => void,
+  ): () => void;
+}
+
+/** Pause before a pull of the same snapshot is opened again after one ended. */
+export const PULL_RETRY_MS = 200;
+
+export class SnapshotPuller {
+  private readonly deps: {
+    readonly port: SnapshotPullPort;
+    readonly receiver: Receiver;
+    readonly now: () => number;
+    readonly deliver: (message: PrimaryMessage) => void;
+    readonly logger: LinkLogger;
+  };
+  private current: Pull | undefined;
+  private lastOpen = { snapshotId: 0, atMs: Number.NEGATIVE_INFINITY };
+  /** The snapshot whose pull ending was logged (logged once per snapshot, not per retry). */
+  private loggedEnd = 0;
+  /** Pulls opened (for tests and status). */
+  opened = 0;
+
+  constructor(deps: SnapshotPuller["deps"]) {
+    this.deps = deps;
+  }
+
+  /** A look after each step: pulls the snapshot in progress, if not pulled already. */
+  check(): void {
+    const request = this.deps.receiver.pullRequest();
+    if (request === undefined) return;
+    if (this.current?.snapshotId === request.snapshotId) return;
+    const now = this.deps.now();
+    const last = this.lastOpen;
+    if (last.snapshotId === request.snapshotId && now - last.atMs < PULL_RETRY_MS) return;
+    this.close();
+    this.lastOpen = { snapshotId: request.snapshotId, atMs: now };
+    this.opened++;
+    const pull: Pull = { snapshotId: request.snapshotId, cancel: () => {}, ended: false };
+    pull.cancel = this.deps.port.open(
+      request,
+      (m) => {
+        if (!pull.ended) this.deps.deliver(m);
+      },
+      (reason) => {
+        pull.ended = true;
+        if (this.current === pull) this.current = undefined;
+        if (reason !== "" && this.loggedEnd !== pull.snapshotId) {
+          this.loggedEnd = pull.snapshotId;
+          this.deps.logger.warn({ snapshot: pull.snapshotId, reason }, "snapshot pull ended");
+        }
+      },
+    );
+    if (!pull.ended) this.current = pull;
+  }
+
+  /** Ends the pull in progress (the role stops). */
+  close(): void {
+    const c = this.current;
+    this.current = undefined;
+    if (c === undefined) return;
+    c.ended = true;
+    c.cancel();
+  }
+}
+
+interface Pull {
+  readonly snapshotId: number;
+  cancel: () => void;
+  ended: boolean;
+}
