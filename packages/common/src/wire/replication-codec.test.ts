@@ -161,8 +161,6 @@ const primaryMessages: PrimaryMessage[] = [
     ],
   },
   { kind: "entries", epoch: 3, entries: [], lateResults: [{ seq: 9, kind: "state", digest: "c" }] },
-  { kind: "entries", epoch: 3, entries: entries.slice(0, 1), primaryDoneSeq: 2 ** 40 },
-  { kind: "entries", epoch: 3, entries: [], primaryDoneSeq: 0 },
   {
     kind: "snapshot",
     epoch: 3,
@@ -219,6 +217,8 @@ const primaryMessages: PrimaryMessage[] = [
     ],
   },
   { kind: "deviceFault", epoch: 4, reason: "device thread exited", frames: [] },
+  { kind: "entries", epoch: 3, entries: entries.slice(0, 1), primaryDoneSeq: 2 ** 40 },
+  { kind: "entries", epoch: 3, entries: [], primaryDoneSeq: 0 },
 ];
 
 const standbyMessages: StandbyMessage[] = [
