@@ -3,7 +3,9 @@
 // each frame decoded from its wire form as the guest service does, and release everything
 // after every 1024 frames as if the standby applied it at once, so the log holds only the
 // entries `retainBytes` keeps. Once the log has dropped entries for a while, the heap growth
-// over the state before the first call (both after a full GC) is what retention costs.
+// over the state before the first call (both after a full GC) is what retention costs. Heap
+// here is the JS heap plus the memory of ArrayBuffers (the retained log's slabs live there, not
+// in heapUsed).
 import v8 from "node:v8";
 import vm from "node:vm";
 import { decodeFrame, encodeFrame, type Frame, ReplicationLog } from "@vgpu-ha/common";
@@ -20,7 +22,13 @@ const RELEASE_EVERY_FRAMES = 1024;
 /** Frames run after the log first drops an entry, as a share of what it then holds. */
 const AT_CAP_SHARE = 0.25;
 
-export const RETAIN_NOTE = `retain: in process, fence calls from ${SESSIONS} sessions decoded from wire frames through Backend + Sequencer + ReplicationLog, everything released every ${RELEASE_EVERY_FRAMES} frames with retainBytes ${RETAIN_BYTES / MiB} MiB; heap growth (heapUsed after a full GC, before the first call and once the log had dropped entries for another ${AT_CAP_SHARE * 100} % of what it held)`;
+export const RETAIN_NOTE = `retain: in process, fence calls from ${SESSIONS} sessions decoded from wire frames through Backend + Sequencer + ReplicationLog, everything released every ${RELEASE_EVERY_FRAMES} frames with retainBytes ${RETAIN_BYTES / MiB} MiB; heap growth (heapUsed + arrayBuffers after a full GC, before the first call and once the log had dropped entries for another ${AT_CAP_SHARE * 100} % of what it held)`;
+
+/** The JS heap and the ArrayBuffers' memory (typed arrays' bytes live outside heapUsed). */
+function heapBytes(): number {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
 
 export interface RetainResult {
   readonly budgetMb: number;
@@ -28,6 +36,8 @@ export interface RetainResult {
   readonly entriesAtCap: number;
   readonly framesRun: number;
   readonly heapBytesPerEntry: number;
+  /** What the log counts against retainBytes (its slabs' capacities). */
+  readonly slabMb: number;
 }
 
 function collectGarbage(): () => void {
@@ -64,7 +74,7 @@ export function measureRetain(): RetainResult {
   }
   log.release(log.lastSeq, RETAIN_BYTES);
   gc();
-  const heapBefore = process.memoryUsage().heapUsed;
+  const heapBefore = heapBytes();
   let frames = 0;
   let stopAt = Number.POSITIVE_INFINITY;
   while (frames < stopAt) {
@@ -78,13 +88,14 @@ export function measureRetain(): RetainResult {
     }
   }
   gc();
-  const grown = process.memoryUsage().heapUsed - heapBefore;
+  const grown = heapBytes() - heapBefore;
   return {
     budgetMb: RETAIN_BYTES / MiB,
     heapMbAtCap: grown / MiB,
     entriesAtCap: log.heldEntries,
     framesRun: frames,
     heapBytesPerEntry: grown / log.heldEntries,
+    slabMb: log.retainedHeapBytes / MiB,
   };
 }
 
@@ -99,5 +110,6 @@ export function retainMetrics(r: RetainResult): Metric[] {
     },
     { name: "retain_entries_at_cap", value: r.entriesAtCap, unit: "entries" },
     { name: "retain_heap_bytes_per_entry", value: r.heapBytesPerEntry, unit: "B" },
+    { name: "retain_slab_mb", value: r.slabMb, unit: "MiB counted by the log (its slabs)" },
   ];
 }

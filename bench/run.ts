@@ -1,8 +1,9 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|all`.
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|all`.
 // Each prints a table and writes bench/results/<name>.json. The replication benchmark also
 // takes `--phase a,b` (its phases; as BENCH_PHASES) and `--before REV|DIR` (the build its
 // `before` phase compares with; HEAD~1 by default).
 import { runDeviceCrossing } from "./device-crossing.js";
+import { runEntryCodec } from "./entry-codec.js";
 import { runFailover } from "./failover.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
@@ -18,6 +19,7 @@ const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> 
   ["hot-paths", runHotPaths],
   ["kernel-speed", runKernelSpeed],
   ["device-crossing", runDeviceCrossing],
+  ["entry-codec", runEntryCodec],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>

@@ -6,6 +6,7 @@ import {
   type Call,
   EMPTY_DELTA,
   type Entry,
+  EntryPacker,
   ErrorCode,
   encodeEntryBatchUnpacked,
   encodeFrame,
@@ -13,6 +14,7 @@ import {
   encodeStandbyMessage,
   type PrimaryMessage,
   packEntries,
+  REPLICATION_PROTOCOL_VERSION,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -146,6 +148,7 @@ export const STRANGER_SEEDS: readonly Uint8Array[] = (
       nodeId: "standby",
       firstRetainedSeq: 1,
       lastSeq: 5,
+      protocolVersion: REPLICATION_PROTOCOL_VERSION,
     },
     { kind: "entries", epoch: 9, entries },
     { kind: "heartbeat", epoch: 9, sentUs: 5, lastSeq: 5, syncReplica: true },
@@ -177,6 +180,18 @@ export const PACKED_SEEDS: readonly Uint8Array[] = [
   packEntries([]),
 ];
 
+/**
+ * A stream's batches: its first (which introduces the names: PACKED_STREAM_FIRST), then later
+ * ones that name them by index, the seeds of hostile later batches.
+ */
+const stream = new EntryPacker();
+export const PACKED_STREAM_FIRST: Uint8Array = stream.pack(entries);
+export const PACKED_STREAM_SEEDS: readonly Uint8Array[] = [
+  stream.pack(entries),
+  stream.pack(entries.slice(1, 3)),
+  stream.pack(entries.slice(2)),
+];
+
 export const STANDBY_SEEDS: readonly Uint8Array[] = (
   [
     {
@@ -188,6 +203,7 @@ export const STANDBY_SEEDS: readonly Uint8Array[] = (
       lastAppliedSeq: 4,
       snapshotId: 0,
       snapshotChunk: 0,
+      protocolVersion: REPLICATION_PROTOCOL_VERSION,
     },
     {
       kind: "ack",

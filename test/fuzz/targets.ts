@@ -11,9 +11,11 @@ import {
   decodePrimaryMessage,
   decodeStandbyMessage,
   type Entry,
+  EntryUnpacker,
   ErrorCode,
   MalformedError,
   packEntries,
+  REPLICATION_PROTOCOL_VERSION,
   ReplicationLog,
   unpackEntries,
   wire,
@@ -30,6 +32,8 @@ import {
   GUEST_SEEDS,
   guestFrames,
   PACKED_SEEDS,
+  PACKED_STREAM_FIRST,
+  PACKED_STREAM_SEEDS,
   STANDBY_SEEDS,
   STRANGER_SEEDS,
 } from "./corpus.js";
@@ -117,6 +121,35 @@ const packedEntriesDecoder: FuzzTarget = {
         "accepted entries do not pack again",
       );
     }) as unknown as Prop,
+};
+
+/**
+ * A stream's decoder (its name table filled by a valid first batch) fed hostile later
+ * batches: entries or MALFORMED, never a throw; whatever it accepts names only strings the
+ * stream introduced or the batch carried, and packs again.
+ */
+const packedStreamDecoder: FuzzTarget = {
+  name: "packed-stream-decoder",
+  defaultRuns: 1000,
+  property: () =>
+    fc.property(
+      fc.array(hostileBytes(PACKED_STREAM_SEEDS), { minLength: 1, maxLength: 4 }),
+      (batches) => {
+        const unpacker = new EntryUnpacker();
+        const first = unpacker.unpack(PACKED_STREAM_FIRST);
+        check(!(first instanceof MalformedError), "the stream's first batch did not decode");
+        for (const bytes of batches) {
+          const entries = unpacker.unpack(bytes);
+          if (entries instanceof MalformedError) return; // the stream ends there
+          check(entries.length <= bytes.length, "more entries than bytes");
+          const again = unpackEntries(packEntries(entries));
+          check(
+            !(again instanceof MalformedError) && again.length === entries.length,
+            "accepted entries do not pack again",
+          );
+        }
+      },
+    ) as unknown as Prop,
 };
 
 // ---- the guest service ----
@@ -345,7 +378,16 @@ const entriesFromPrimary: FuzzTarget = {
 export function helloOf(clusterId: string, nodeId: string, epoch: number): wire.PrimaryMessage {
   return create(wire.PrimaryMessageSchema, {
     epoch: BigInt(epoch),
-    kind: { case: "hello", value: { clusterId, nodeId, firstRetainedSeq: 1n, lastSeq: 4n } },
+    kind: {
+      case: "hello",
+      value: {
+        clusterId,
+        nodeId,
+        firstRetainedSeq: 1n,
+        lastSeq: 4n,
+        protocolVersion: REPLICATION_PROTOCOL_VERSION,
+      },
+    },
   });
 }
 
@@ -529,6 +571,7 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   guestDecoder,
   replicationDecoders,
   packedEntriesDecoder,
+  packedStreamDecoder,
   strangerOnGuestPort,
   framesOnGuestPort,
   strangerOnReplicationPort,

@@ -4,6 +4,7 @@
 // snapshot's seq, then each entry applied since, which must follow it exactly (no double
 // apply, no gap) and be the very entry the primary appended at that seq. And what a sync reply
 // was released on must stay held: a snapshot may not take the standby back below it.
+import { isDeepStrictEqual } from "node:util";
 import type { Entry } from "@vgpu-ha/common";
 import type { Backend } from "@vgpu-ha/gpu-model";
 import { type ApplyResult, applyEntry, type Receiver, type ReceiverEvent } from "@vgpu-ha/standby";
@@ -52,7 +53,9 @@ export class StandbyMonitor {
       const what = entry.seq <= this.coveredSeq ? "double apply" : "gap";
       throw new SimFailure(`${where}: ${what}: applied seq ${entry.seq} after ${this.coveredSeq}`);
     }
-    if (entry !== this.primaryEntries[entry.seq - 1]) {
+    // The object appended, or (resent from the retained log's bytes) an equal one.
+    const primary = this.primaryEntries[entry.seq - 1];
+    if (entry !== primary && !isDeepStrictEqual(entry, primary)) {
       throw new SimFailure(
         `${where} applied seq ${entry.seq}, not the primary's entry of that seq`,
       );

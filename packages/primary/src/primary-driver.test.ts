@@ -6,6 +6,7 @@
 import {
   type Link,
   type PrimaryMessage,
+  REPLICATION_PROTOCOL_VERSION,
   ReplicationLog,
   type StandbyMessage,
   type TimerHandle,
@@ -262,6 +263,7 @@ describe("PrimaryDriver", () => {
       nodeId: "b",
       firstRetainedSeq: 1,
       lastSeq: 0,
+      protocolVersion: REPLICATION_PROTOCOL_VERSION,
     } as const;
     newer.deliver(hello);
     newer.deliver(hello); // a duplicate decides nothing more

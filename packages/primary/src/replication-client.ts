@@ -6,13 +6,13 @@ import {
   type Clock,
   createClient,
   decodeStandbyMessage,
-  encodePrimaryMessage,
   entryBytes,
   grpcLink,
   type Logger,
   type NodeMetrics,
   type PeerChannel,
   type PrimaryMessage,
+  primaryEncoder,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -57,7 +57,7 @@ export class ReplicationClient {
     );
     const link = grpcLink<PrimaryMessage, StandbyMessage, wire.PrimaryMessage, wire.StandbyMessage>(
       client.stream(),
-      encodePrimaryMessage,
+      primaryEncoder(),
       decodeStandbyMessage,
     );
     let opened = false;

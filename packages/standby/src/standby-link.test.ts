@@ -7,6 +7,7 @@ import {
   createLogger,
   encodePrimaryMessage,
   type PrimaryMessage,
+  REPLICATION_PROTOCOL_VERSION,
   type wire,
 } from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
@@ -39,6 +40,7 @@ class FakeCall extends EventEmitter {
       nodeId: "a",
       firstRetainedSeq: 1,
       lastSeq: 0,
+      protocolVersion: REPLICATION_PROTOCOL_VERSION,
     };
     this.emit("data", encodePrimaryMessage(m));
   }

@@ -4,7 +4,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import {
   announcedVersion,
-  decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
   grpcLink,
@@ -15,6 +14,7 @@ import {
   type NodeVersion,
   type PeerIdentityRule,
   type PrimaryMessage,
+  primaryDecoder,
   type StandbyMessage,
   type wire,
 } from "@vgpu-ha/common";
@@ -89,7 +89,7 @@ export class StandbyLink {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.acceptLink(link, call.getPeer());
   }

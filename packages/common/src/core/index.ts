@@ -18,5 +18,6 @@ export * from "./peer-version.js";
 export * from "./ports.js";
 export * from "./release.js";
 export * from "./resync-progress.js";
+export * from "./retained-slabs.js";
 export * from "./role-change.js";
 export * from "./snapshot.js";

@@ -1,35 +1,33 @@
 // The primary's replication log: one total order over every session's state changes, seq
 // gapless from 1. Entries stay until the standby has applied them; applied entries are kept
 // up to `retainBytes` more so a standby that reconnects can resume instead of re-snapshotting.
-// Retention counts what entries cost in heap (entryHeapBytes), not their wire bytes: a small
-// entry takes ~100 B on the wire and ~460 B of heap, so counting wire bytes let 64 MiB of
-// retainBytes hold ~500 MiB of heap.
+// Entries not yet applied are held as objects (the sender reads them soon); once applied they
+// are kept as their packed bytes in slabs (retained-slabs.ts), and retainBytes bounds what the
+// slabs really take in heap: ~40 B for a small call, where an entry's objects took ~600 B.
 
-import { type Entry, type EntryBody, entryBytes, entryHeapBytes } from "./entries.js";
+import { type Entry, type EntryBody, entryBytes } from "./entries.js";
 import { invariant } from "./errors.js";
 import type { LateResult } from "./messages.js";
+import { RetainedSlabs } from "./retained-slabs.js";
 
 interface Stored {
   readonly entry: Entry;
   readonly bytes: number;
   /** Bytes of every entry appended up to and including this one. */
   readonly cumBytes: number;
-  /** entryHeapBytes of every entry appended up to and including this one. */
-  readonly cumHeapBytes: number;
   readonly appendedMs: number;
 }
 
 export class ReplicationLog {
+  /** Entries not yet released as applied, from `head` on; those before sit in `retained`. */
   private stored: Stored[] = [];
   private head = 0;
+  private readonly retained = new RetainedSlabs();
   private last: number;
   private bytesHeld = 0;
   private cumBytes = 0;
-  private cumHeapBytes = 0;
   /** cumBytes of the newest dropped entry. */
   private droppedCumBytes = 0;
-  /** cumHeapBytes of the newest dropped entry. */
-  private droppedCumHeapBytes = 0;
 
   /**
    * Results of retained entries that needed the primary's device (a dmaRead's output digest, a
@@ -52,6 +50,8 @@ export class ReplicationLog {
 
   /** The oldest seq still held; lastSeq + 1 when the log holds nothing. */
   get firstRetainedSeq(): number {
+    const retained = this.retained.firstSeq;
+    if (retained !== undefined) return retained;
     const first = this.stored[this.head];
     return first ? first.entry.seq : this.last + 1;
   }
@@ -61,21 +61,19 @@ export class ReplicationLog {
   }
 
   get heldEntries(): number {
-    return this.stored.length - this.head;
+    return this.retained.count + this.stored.length - this.head;
+  }
+
+  /** Heap of the applied entries kept for resumes (what retainBytes bounds). */
+  get retainedHeapBytes(): number {
+    return this.retained.heapBytes;
   }
 
   append(body: EntryBody, nowMs: number): Entry {
     const entry: Entry = { seq: this.last + 1, body };
     const bytes = entryBytes(body);
     this.cumBytes += bytes;
-    this.cumHeapBytes += entryHeapBytes(body);
-    this.stored.push({
-      entry,
-      bytes,
-      cumBytes: this.cumBytes,
-      cumHeapBytes: this.cumHeapBytes,
-      appendedMs: nowMs,
-    });
+    this.stored.push({ entry, bytes, cumBytes: this.cumBytes, appendedMs: nowMs });
     this.last = entry.seq;
     this.bytesHeld += bytes;
     return entry;
@@ -116,12 +114,23 @@ export class ReplicationLog {
     return seq >= this.firstRetainedSeq && seq <= this.last;
   }
 
-  /** Entries from `fromSeq` on, at most maxEntries and about maxBytes (at least one). */
+  /**
+   * Entries from `fromSeq` on, at most maxEntries and about maxBytes (at least one). Retained
+   * (applied) entries are decoded from their bytes: equal values, not the objects appended.
+   */
   read(fromSeq: number, maxEntries: number, maxBytes: number): Entry[] {
     invariant(this.has(fromSeq) || fromSeq === this.last + 1, `log read from ${fromSeq}`);
     const out: Entry[] = [];
     let bytes = 0;
-    for (let i = this.head + (fromSeq - this.firstRetainedSeq); i < this.stored.length; i++) {
+    let seq = fromSeq;
+    const retainedLast = this.retained.lastSeq ?? 0;
+    for (; seq <= retainedLast; seq++) {
+      const size = this.retained.bytesAt(seq);
+      if (out.length >= maxEntries || (out.length > 0 && bytes + size > maxBytes)) return out;
+      out.push(this.retained.entryAt(seq));
+      bytes += size;
+    }
+    for (let i = this.head + (seq - this.liveFirstSeq); i < this.stored.length; i++) {
       const s = this.stored[i]!;
       if (out.length >= maxEntries || (out.length > 0 && bytes + s.bytes > maxBytes)) break;
       out.push(s.entry);
@@ -130,16 +139,21 @@ export class ReplicationLog {
     return out;
   }
 
+  /** The first seq held as an object (not yet released as applied). */
+  private get liveFirstSeq(): number {
+    return this.stored[this.head]?.entry.seq ?? this.last + 1;
+  }
+
   /** Bytes of the entries after `afterSeq` up to `uptoSeq` (dropped ones count as 0). */
   bytesBetween(afterSeq: number, uptoSeq: number): number {
     return Math.max(0, this.cumAt(uptoSeq) - this.cumAt(afterSeq));
   }
 
   private cumAt(seq: number): number {
-    const first = this.firstRetainedSeq;
-    if (seq < first) return this.droppedCumBytes;
+    if (seq < this.firstRetainedSeq) return this.droppedCumBytes;
     if (seq > this.last) return this.cumBytes;
-    return this.stored[this.head + (seq - first)]!.cumBytes;
+    if (seq < this.liveFirstSeq) return this.retained.cumAt(seq);
+    return this.stored[this.head + (seq - this.liveFirstSeq)]!.cumBytes;
   }
 
   /** Bytes and age of the entries after `appliedSeq` (what the standby lags by). */
@@ -147,30 +161,34 @@ export class ReplicationLog {
     const entries = Math.max(0, this.last - appliedSeq);
     if (entries === 0) return { entries: 0, bytes: 0, seconds: 0 };
     const from = Math.max(appliedSeq + 1, this.firstRetainedSeq);
-    const oldest = this.stored[this.head + (from - this.firstRetainedSeq)];
+    const oldestMs =
+      from < this.liveFirstSeq
+        ? this.retained.appendedMsAt(from)
+        : this.stored[this.head + (from - this.liveFirstSeq)]?.appendedMs;
     return {
       entries,
       bytes: this.bytesBetween(appliedSeq, this.last),
-      seconds: oldest ? (nowMs - oldest.appendedMs) / 1000 : 0,
+      seconds: oldestMs === undefined ? 0 : (nowMs - oldestMs) / 1000,
     };
   }
 
   /**
-   * Drops entries up to `seq` (applied by the standby, or of no use to anyone) while more
-   * than `retainBytes` of heap (entryHeapBytes) would stay in them.
+   * Entries up to `seq` (applied by the standby, or of no use to anyone) are kept as bytes,
+   * and the oldest dropped while they take more than `retainBytes` of heap.
    */
   release(seq: number, retainBytes: number): void {
     const limit = Math.min(seq, this.last);
-    let keptApplied = this.cumHeapAt(limit) - this.droppedCumHeapBytes;
-    while (keptApplied > retainBytes && this.head < this.stored.length) {
-      const s = this.stored[this.head]!;
-      if (s.entry.seq > limit) break;
-      this.head++;
-      keptApplied -= s.cumHeapBytes - this.droppedCumHeapBytes;
-      this.bytesHeld -= s.bytes;
-      this.droppedCumBytes = s.cumBytes;
-      this.droppedCumHeapBytes = s.cumHeapBytes;
+    // Nothing to retain: the slabs go first (entries dropped below are newer than theirs).
+    if (retainBytes <= 0) this.dropRetainedOver(0);
+    while (this.head < this.stored.length && this.stored[this.head]!.entry.seq <= limit) {
+      const s = this.stored[this.head++]!;
+      if (retainBytes > 0) {
+        this.retained.push(s.entry, s.bytes, s.cumBytes, s.appendedMs, retainBytes);
+      } else {
+        this.drop(s.cumBytes, s.bytes);
+      }
     }
+    this.dropRetainedOver(retainBytes);
     if (this.head > 4096 && this.head * 2 > this.stored.length) {
       this.stored = this.stored.slice(this.head);
       this.head = 0;
@@ -185,10 +203,15 @@ export class ReplicationLog {
     }
   }
 
-  private cumHeapAt(seq: number): number {
-    const first = this.firstRetainedSeq;
-    if (seq < first) return this.droppedCumHeapBytes;
-    if (seq > this.last) return this.cumHeapBytes;
-    return this.stored[this.head + (seq - first)]!.cumHeapBytes;
+  private dropRetainedOver(retainBytes: number): void {
+    while (this.retained.count > 0 && this.retained.heapBytes > retainBytes) {
+      const slab = this.retained.dropOldest();
+      this.drop(slab.cum, slab.bytes);
+    }
+  }
+
+  private drop(cumBytes: number, bytes: number): void {
+    this.bytesHeld -= bytes;
+    this.droppedCumBytes = cumBytes;
   }
 }

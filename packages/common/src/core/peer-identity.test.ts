@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { ErrorCode } from "../errors.js";
 import { helloRefusal, identityRefusal, RefusalReason, refusalReply } from "./peer-identity.js";
+import { REPLICATION_PROTOCOL_VERSION } from "./peer-version.js";
 
 const rule = { clusterId: "c1", nodeId: "node-a", peerName: "node-b" };
 
@@ -65,8 +66,9 @@ describe("helloRefusal", () => {
   });
 
   it("takes this build's protocol when the rule names no version", () => {
-    expect(helloRefusal(rule, { ...hello, protocolVersion: 1 })).toBeNull();
-    expect(helloRefusal(rule, { ...hello, protocolVersion: 2 })?.reason).toBe(
+    const own = REPLICATION_PROTOCOL_VERSION;
+    expect(helloRefusal(rule, { ...hello, protocolVersion: own })).toBeNull();
+    expect(helloRefusal(rule, { ...hello, protocolVersion: own + 1 })?.reason).toBe(
       "incompatible_version",
     );
   });

@@ -7,9 +7,10 @@
 
 /**
  * The replication protocol this build speaks. 1: the protocol of docs/replication.md as first
- * released, including builds from before versions were announced in the hello.
+ * released, including builds from before versions were announced in the hello. 2: packed entry
+ * batches version 2 (names interned per stream, not per batch: wire/entry-pack.ts).
  */
-export const REPLICATION_PROTOCOL_VERSION = 1;
+export const REPLICATION_PROTOCOL_VERSION = 2;
 
 /** Highest protocol version a node may claim (config testing.protocolVersion's bound too). */
 export const PROTOCOL_VERSION_MAX = 1000;

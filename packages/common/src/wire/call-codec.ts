@@ -21,9 +21,9 @@ import {
   type StoreBatch as WireStoreBatch,
 } from "../gen/vgpu/v1/types_pb.js";
 
-export class MalformedError extends Error {
-  readonly code = ErrorCode.MALFORMED;
-}
+import { MalformedError } from "./malformed.js";
+
+export { MalformedError };
 
 const malformed = (message: string): never => {
   throw new MalformedError(message);

@@ -44,7 +44,7 @@ import {
 import type { Call as WireCall } from "../gen/vgpu/v1/types_pb.js";
 import { decodeFrame, encodeCall, MalformedError, toSafe } from "./call-codec.js";
 import { copy, malformed, present } from "./decode-guards.js";
-import { unpackEntries } from "./entry-pack.js";
+import { type EntryUnpacker, unpackEntries } from "./entry-pack.js";
 
 const CLOSE_REASON_TO_WIRE = {
   guest: WireSessionCloseReason.GUEST,
@@ -160,11 +160,14 @@ function encodeFrameRecord(f: FrameRecord): WireFrameRecord {
 
 // ---- decode ----
 
-/** `packed` (what a primary sends) or `entries`, never both; throws MalformedError. */
-export function decodeEntryBatch(w: WireEntryBatch): Entry[] {
+/**
+ * `packed` (what a primary sends; through the stream's unpacker, or as a batch on its own) or
+ * `entries`, never both; throws MalformedError.
+ */
+export function decodeEntryBatch(w: WireEntryBatch, unpacker?: EntryUnpacker): Entry[] {
   if (w.packed.length === 0) return w.entries.map((e) => decodeEntry(e));
   if (w.entries.length > 0) return malformed("entry batch both packed and not");
-  const entries = unpackEntries(w.packed);
+  const entries = unpacker ? unpacker.unpack(w.packed) : unpackEntries(w.packed);
   if (entries instanceof MalformedError) throw entries;
   return entries;
 }

@@ -1,7 +1,9 @@
 // Proves the packed entry encoding is lossless and decodes to the very domain values the
 // protobuf entry encoding does, for a random corpus of every entry kind, call op and kernel
-// argument (fast-check); that it interns strings and beats protobuf on size for small calls;
-// and that truncated, oversized or otherwise out-of-shape bytes decode to MalformedError.
+// argument (fast-check), batch by batch and as a stream of batches sharing one name table;
+// that a stream sends each name once, starts its table over when full, and beats protobuf on
+// size for small calls; that large byte fields decode as views and small ones as copies; and
+// that truncated, oversized or otherwise out-of-shape bytes decode to MalformedError.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -10,12 +12,23 @@ import { EMPTY_DELTA } from "../core/entries.js";
 import { ErrorCode } from "../errors.js";
 import { EntryBatchSchema, PrimaryMessageSchema } from "../gen/vgpu/v1/replication_pb.js";
 import { MalformedError } from "./call-codec.js";
-import { PACKED_ENTRIES_VERSION, packEntries, unpackEntries } from "./entry-pack.js";
+import {
+  EntryPacker,
+  EntryUnpacker,
+  PACKED_ENTRIES_VERSION,
+  packEntries,
+  unpackEntries,
+} from "./entry-pack.js";
+import { NAME_TABLE_LIMITS } from "./packed-bytes.js";
 import { decodePrimaryMessage, encodeEntryBatchUnpacked } from "./replication-codec.js";
 
 const u32 = fc.nat({ max: 0xffffffff });
 const safe = fc.oneof(fc.nat({ max: 1000 }), fc.nat({ max: Number.MAX_SAFE_INTEGER }));
-const data = fc.uint8Array({ maxLength: 40 });
+// Now and then a field large enough to travel by reference (BYTES_BY_REFERENCE_MIN).
+const data = fc.oneof(
+  { weight: 12, arbitrary: fc.uint8Array({ maxLength: 40 }) },
+  { weight: 1, arbitrary: fc.uint8Array({ minLength: 1020, maxLength: 1500 }) },
+);
 const text = fc.oneof(
   fc.constantFrom("", "s1", "acme"),
   fc.string(),
@@ -217,6 +230,75 @@ describe("packed entries", () => {
     expect(decoded).toEqual(entries);
   });
 
+  it("decode a stream of batches through one table to the entries packed", () => {
+    fc.assert(
+      fc.property(fc.array(batchArb, { maxLength: 6 }), (batches) => {
+        const packer = new EntryPacker();
+        const unpacker = new EntryUnpacker();
+        for (const entries of batches) {
+          expect(unpacker.unpack(packer.pack(entries))).toEqual(entries);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("send each name once per stream: a later batch carries only its index", () => {
+    const packer = new EntryPacker();
+    const unpacker = new EntryUnpacker();
+    const first = packer.pack([fence(1, 1)]);
+    const second = packer.pack([fence(2, 2)]);
+    expect(first.byteLength - second.byteLength).toBeGreaterThanOrEqual(36);
+    expect(unpacker.unpack(first)).toEqual([fence(1, 1)]);
+    expect(unpacker.unpack(second)).toEqual([fence(2, 2)]);
+    // Without the stream's first batch the name is unknown.
+    expect(new EntryUnpacker().unpack(second)).toBeInstanceOf(MalformedError);
+  });
+
+  it("start the stream's table over when it is full, and still decode every batch", () => {
+    const packer = new EntryPacker();
+    const unpacker = new EntryUnpacker();
+    const open = (seq: number): Entry => ({
+      seq,
+      body: { kind: "sessionOpen", sessionId: `session-${seq}`, tenant: "acme" },
+    });
+    let seq = 0;
+    const batches = Math.ceil(NAME_TABLE_LIMITS.names / 1000) + 2;
+    let resets = 0;
+    for (let b = 0; b < batches; b++) {
+      const entries = Array.from({ length: 1000 }, () => open(++seq));
+      const packed = packer.pack(entries);
+      if (b > 0 && packed[1] === 1) resets++;
+      expect(unpacker.unpack(packed)).toEqual(entries);
+    }
+    expect(resets).toBeGreaterThanOrEqual(1);
+  });
+
+  it("decode large byte fields as views into the batch, small ones as copies", () => {
+    const big = new Uint8Array(4096).map((_, i) => i);
+    const entries: Entry[] = [
+      {
+        seq: 1,
+        body: {
+          kind: "call",
+          sessionId: "s",
+          frame: 1,
+          call: { op: "dmaWrite", context: 1, bo: 2, offset: 0, data: big },
+          handles: EMPTY_DELTA,
+          result: { code: ErrorCode.OK, outputDigest: Uint8Array.of(1, 2) },
+        },
+      },
+    ];
+    const packed = packEntries(entries);
+    const decoded = unpackEntries(packed);
+    if (decoded instanceof MalformedError) throw decoded;
+    expect(decoded).toEqual(entries);
+    const body = decoded[0]!.body;
+    if (body.kind !== "call" || body.call.op !== "dmaWrite") throw new Error("not a dmaWrite");
+    expect(body.call.data.buffer).toBe(packed.buffer);
+    expect(body.result.outputDigest.buffer).not.toBe(packed.buffer);
+  });
+
   it("send each string once per batch: a small call takes about half the protobuf bytes", () => {
     const entries = Array.from({ length: 100 }, (_, i) => fence(i + 1, i + 1));
     const packed = packEntries(entries).byteLength;
@@ -227,16 +309,19 @@ describe("packed entries", () => {
 
   it("refuse out-of-shape bytes as malformed, never throwing", () => {
     const good = packEntries([fence(1, 1), fence(2, 2)]);
+    const v = PACKED_ENTRIES_VERSION;
     const bad: Uint8Array[] = [
       new Uint8Array(),
-      Uint8Array.of(PACKED_ENTRIES_VERSION + 1, 0),
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 200), // a count beyond the bytes left
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 1, 0, 1), // seq delta 0
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 1, 1, 99), // unknown kind
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1),
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 1, 1, 5, 7), // a string never introduced
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 1, 1, 5, 0, 2, 0xc3, 0x28), // not UTF-8
-      Uint8Array.of(PACKED_ENTRIES_VERSION, 0, 0), // bytes after the last entry
+      Uint8Array.of(v - 1, 1, 0), // version 1 (replication protocol 1)
+      Uint8Array.of(v + 1, 1, 0),
+      Uint8Array.of(v, 2, 0), // an unknown flag
+      Uint8Array.of(v, 1, 200), // a count beyond the bytes left
+      Uint8Array.of(v, 1, 1, 0, 1), // seq delta 0
+      Uint8Array.of(v, 1, 1, 1, 99), // unknown kind
+      Uint8Array.of(v, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1),
+      Uint8Array.of(v, 1, 1, 1, 5, 7), // a name never introduced
+      Uint8Array.of(v, 1, 1, 1, 5, 0, 2, 0xc3, 0x28), // not UTF-8
+      Uint8Array.of(v, 1, 0, 0), // bytes after the last entry
     ];
     for (let cut = 1; cut < good.length; cut++) bad.push(good.subarray(0, cut));
     for (const bytes of bad) expect(unpackEntries(bytes)).toBeInstanceOf(MalformedError);
@@ -246,11 +331,31 @@ describe("packed entries", () => {
   it("refuse random bytes as malformed or decode them, never throwing", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 64 }), (tail) => {
-        const bytes = Uint8Array.of(PACKED_ENTRIES_VERSION, ...tail);
+        const bytes = Uint8Array.of(PACKED_ENTRIES_VERSION, 1, ...tail);
         const decoded = unpackEntries(bytes);
         expect(decoded instanceof MalformedError || Array.isArray(decoded)).toBe(true);
       }),
       { numRuns: 500 },
     );
   });
+
+  it("refuse a stream's name table beyond its bounds", () => {
+    // sessionOpen entries, each introducing two one-letter names: one more than the table holds.
+    const entries = NAME_TABLE_LIMITS.names / 2 + 1;
+    const bytes = [PACKED_ENTRIES_VERSION, 1, ...varint(entries)];
+    for (let i = 0; i < entries; i++) bytes.push(1, 4, 0, 1, 0x61, 0, 1, 0x62);
+    const decoded = unpackEntries(Uint8Array.from(bytes));
+    expect(decoded).toBeInstanceOf(MalformedError);
+    expect((decoded as MalformedError).message).toContain("name table is full");
+  });
 });
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n % 0x80) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return out;
+}

@@ -1,8 +1,10 @@
 // The compact encoding of a batch of log entries (EntryBatch.packed in replication.proto),
 // specified in docs/replication.md#entry-encoding. Built for the hot path: one reused
-// buffer, varints, strings interned per batch (the session id of every call entry is sent
-// once per batch, not once per entry). Decoding never trusts a length or a count: every read
-// is bounds-checked and anything out of shape is a MalformedError; bytes are copied out.
+// buffer, varints, names (session ids, tenants, kernel names) interned per stream: a name
+// travels once per replication stream, then as its index (EntryPacker and EntryUnpacker hold
+// the two sides of the stream's table). Decoding never trusts a length or a count: every read
+// is bounds-checked and anything out of shape is a MalformedError. The same body encoding keeps
+// the primary's retained log (core/log.ts) in slabs, with the slab's names beside its bytes.
 import { CALL_OPS, type Call, type CallOp, type KernelArg } from "../calls.js";
 import type {
   BoRef,
@@ -13,12 +15,25 @@ import type {
   PageWrite,
   SessionCloseReason,
 } from "../core/entries.js";
-import { invariant } from "../errors.js";
-import { MalformedError } from "./call-codec.js";
-import { malformedPacked as malformed, PackReader, PackWriter } from "./packed-bytes.js";
+import { invariant } from "../core/errors.js";
+import { MalformedError } from "./malformed.js";
+import {
+  emptyNames,
+  malformedPacked as malformed,
+  type Names,
+  NameTable,
+  PackReader,
+  PackWriter,
+} from "./packed-bytes.js";
 
-/** The first byte of a packed batch: the version of this encoding. */
-export const PACKED_ENTRIES_VERSION = 1;
+/**
+ * The first byte of a packed batch: the version of this encoding. 2: names interned per
+ * stream (1, replication protocol 1, interned every string per batch).
+ */
+export const PACKED_ENTRIES_VERSION = 2;
+
+/** The batch's flags byte: the stream's name table is emptied before this batch. */
+const FLAG_NAMES_RESET = 1;
 
 const KIND_TAGS = {
   call: 1,
@@ -42,31 +57,60 @@ const OP_TAGS = new Map<CallOp, number>(CALL_OPS.map((op, i) => [op, i]));
 
 // ---- encode ----
 
-const writer = new PackWriter();
+/**
+ * The encoding side of one replication stream: batches must reach the stream's EntryUnpacker
+ * in the order they were packed, each exactly once (a gRPC stream does that; a new stream
+ * takes a new packer). Names introduced stay known until the table fills, when a batch says
+ * to start over.
+ */
+export class EntryPacker {
+  private readonly w = new PackWriter();
+  private readonly names = new NameTable();
 
-/** The entries in the compact encoding; seqs must increase (a log read's do). */
-export function packEntries(entries: readonly Entry[]): Uint8Array {
-  const w = writer;
-  w.begin();
-  w.u8(PACKED_ENTRIES_VERSION);
-  w.varint(entries.length);
-  let previous = 0;
-  for (const entry of entries) {
-    invariant(entry.seq > previous, `packed entries out of order: ${entry.seq} after ${previous}`);
-    w.varint(entry.seq - previous);
-    previous = entry.seq;
-    packBody(w, entry.body);
+  /**
+   * The entries in the compact encoding; seqs must increase (a log read's do). `alone`: the
+   * batch starts a table of its own.
+   */
+  pack(entries: readonly Entry[], alone = false): Uint8Array {
+    const w = this.w;
+    w.begin();
+    w.u8(PACKED_ENTRIES_VERSION);
+    // Start over once the table has no room for another session id or two.
+    const reset = alone || this.names.size === 0 || !this.names.hasRoomFor(256);
+    if (reset) this.names.clear();
+    w.u8(reset ? FLAG_NAMES_RESET : 0);
+    w.varint(entries.length);
+    let previous = 0;
+    for (const entry of entries) {
+      if (entry.seq <= previous) {
+        invariant(false, `packed entries out of order: ${entry.seq} after ${previous}`);
+      }
+      w.varint(entry.seq - previous);
+      previous = entry.seq;
+      packBody(w, this.names, true, entry.body);
+    }
+    return w.finish();
   }
-  return w.finish();
 }
 
-function packBody(w: PackWriter, body: EntryBody): void {
+const oneBatch = new EntryPacker();
+
+/** One batch on its own (a table of its own, which the batch resets): tests and fuzzing. */
+export function packEntries(entries: readonly Entry[]): Uint8Array {
+  return oneBatch.pack(entries, true);
+}
+
+/**
+ * An entry's body into `w`, its names indexed in `names`: inline, the first use of a name
+ * carries it (a stream); not inline, the caller keeps `names` beside the bytes (a log slab).
+ */
+export function packBody(w: PackWriter, names: NameTable, inline: boolean, body: EntryBody): void {
   w.u8(KIND_TAGS[body.kind]);
   switch (body.kind) {
     case "call":
-      w.string(body.sessionId);
+      w.name(body.sessionId, names, inline);
       w.varint(body.frame);
-      packCall(w, body.call);
+      packCall(w, names, inline, body.call);
       packHandles(w, body.handles);
       w.zigzag(body.result.code);
       w.bytes(body.result.outputDigest);
@@ -74,72 +118,72 @@ function packBody(w: PackWriter, body: EntryBody): void {
     case "mmioPages":
       w.varint(body.pages.length);
       for (const p of body.pages) packPage(w, p);
-      packFrames(w, body.frames);
+      packFrames(w, names, inline, body.frames);
       return;
     case "mmioStore":
-      w.varint(body.context);
-      w.varint(body.bo);
+      w.u32(body.context);
+      w.u32(body.bo);
       w.varint(body.offset);
       w.bytes(body.data);
-      packFrames(w, body.frames);
+      packFrames(w, names, inline, body.frames);
       return;
     case "sessionOpen":
-      w.string(body.sessionId);
-      w.string(body.tenant);
+      w.name(body.sessionId, names, inline);
+      w.name(body.tenant, names, inline);
       return;
     case "sessionClose":
-      w.string(body.sessionId);
+      w.name(body.sessionId, names, inline);
       w.u8(CLOSE_REASONS.indexOf(body.reason));
       return;
     case "checkpoint":
-      w.string(body.digest);
+      w.text(body.digest);
       w.varint(body.requestId);
       return;
   }
 }
 
-function packCall(w: PackWriter, call: Call): void {
+function packCall(w: PackWriter, names: NameTable, inline: boolean, call: Call): void {
   w.u8(OP_TAGS.get(call.op)!);
   switch (call.op) {
     case "contextCreate":
       return;
     case "contextDestroy":
     case "fence":
-      w.varint(call.context);
+      w.u32(call.context);
       return;
     case "boAlloc":
-      w.varint(call.context);
+      w.u32(call.context);
       w.varint(call.sizeBytes);
       return;
     case "boFree":
     case "boMap":
     case "boUnmap":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       return;
     case "dmaWrite":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       w.varint(call.offset);
       w.bytes(call.data);
       return;
     case "dmaRead":
-      w.varint(call.context);
-      w.varint(call.bo);
+      w.u32(call.context);
+      w.u32(call.bo);
       w.varint(call.offset);
       w.varint(call.length);
       return;
     case "boCopy":
-      w.varint(call.context);
-      w.varint(call.srcBo);
+      w.u32(call.context);
+      w.u32(call.srcBo);
       w.varint(call.srcOffset);
-      w.varint(call.dstBo);
+      w.u32(call.dstBo);
       w.varint(call.dstOffset);
       w.varint(call.length);
       return;
     case "kernelLaunch":
-      w.varint(call.context);
-      w.string(call.kernel);
+      w.u32(call.context);
+      w.name(call.kernel, names, inline);
       w.varint(call.args.length);
       for (const arg of call.args) packArg(w, arg);
       return;
@@ -150,10 +194,10 @@ function packArg(w: PackWriter, arg: KernelArg): void {
   w.u8(ARG_TAGS[arg.kind]);
   switch (arg.kind) {
     case "buffer":
-      w.varint(arg.bo);
+      w.u32(arg.bo);
       return;
     case "u32":
-      w.varint(arg.value);
+      w.u32(arg.value);
       return;
     case "i32":
       w.zigzag(arg.value);
@@ -166,61 +210,93 @@ function packArg(w: PackWriter, arg: KernelArg): void {
 
 /** A byte of which lists follow (bit i: list i is not empty), then each such list. */
 function packHandles(w: PackWriter, h: HandleDelta): void {
-  const lists = [h.contextsCreated, h.contextsDestroyed, h.bosAssigned, h.bosReleased] as const;
-  let mask = 0;
-  for (let i = 0; i < lists.length; i++) if (lists[i]!.length > 0) mask |= 1 << i;
+  const mask =
+    (h.contextsCreated.length > 0 ? 1 : 0) |
+    (h.contextsDestroyed.length > 0 ? 2 : 0) |
+    (h.bosAssigned.length > 0 ? 4 : 0) |
+    (h.bosReleased.length > 0 ? 8 : 0);
   w.u8(mask);
   if (mask === 0) return;
-  for (const list of [h.contextsCreated, h.contextsDestroyed]) {
-    if (list.length === 0) continue;
-    w.varint(list.length);
-    for (const handle of list) w.varint(handle);
-  }
-  for (const list of [h.bosAssigned, h.bosReleased]) {
-    if (list.length === 0) continue;
-    w.varint(list.length);
-    for (const ref of list) {
-      w.varint(ref.context);
-      w.varint(ref.bo);
-    }
+  if (mask & 1) packHandleList(w, h.contextsCreated);
+  if (mask & 2) packHandleList(w, h.contextsDestroyed);
+  if (mask & 4) packRefList(w, h.bosAssigned);
+  if (mask & 8) packRefList(w, h.bosReleased);
+}
+
+function packHandleList(w: PackWriter, list: readonly number[]): void {
+  w.varint(list.length);
+  for (const handle of list) w.u32(handle);
+}
+
+function packRefList(w: PackWriter, list: readonly BoRef[]): void {
+  w.varint(list.length);
+  for (const ref of list) {
+    w.u32(ref.context);
+    w.u32(ref.bo);
   }
 }
 
 function packPage(w: PackWriter, p: PageWrite): void {
-  w.varint(p.context);
-  w.varint(p.bo);
-  w.varint(p.pageIndex);
+  w.u32(p.context);
+  w.u32(p.bo);
+  w.u32(p.pageIndex);
   w.varint(p.extents.length);
   for (const e of p.extents) {
-    w.varint(e.offsetInPage);
+    w.u32(e.offsetInPage);
     w.bytes(e.data);
   }
 }
 
-function packFrames(w: PackWriter, frames: readonly FrameRecord[]): void {
+function packFrames(
+  w: PackWriter,
+  names: NameTable,
+  inline: boolean,
+  frames: readonly FrameRecord[],
+): void {
   w.varint(frames.length);
   for (const f of frames) {
-    w.string(f.sessionId);
+    w.name(f.sessionId, names, inline);
     w.varint(f.frame);
     w.zigzag(f.code);
-    w.string(f.message);
+    w.text(f.message);
   }
 }
+
 // ---- decode ----
 
-/** A packed batch back to entries; MalformedError for anything out of shape. */
-export function unpackEntries(packed: Uint8Array): Entry[] | MalformedError {
-  try {
-    return unpackOrThrow(new PackReader(packed));
-  } catch (e) {
-    if (e instanceof MalformedError) return e;
-    throw e;
+/**
+ * The decoding side of one replication stream: unpacks the stream's batches in order, keeping
+ * the names they introduce. After a MalformedError the stream is over (its table may be half
+ * updated): the link closes, and a new stream takes a new unpacker.
+ */
+export class EntryUnpacker {
+  private readonly names: Names = emptyNames();
+
+  /** A packed batch back to entries; MalformedError for anything out of shape. */
+  unpack(packed: Uint8Array): Entry[] | MalformedError {
+    try {
+      return unpackOrThrow(new PackReader(packed, this.names), this.names);
+    } catch (e) {
+      if (e instanceof MalformedError) return e;
+      throw e;
+    }
   }
 }
 
-function unpackOrThrow(r: PackReader): Entry[] {
+/** One batch on its own, with a table of its own: tests and fuzzing. */
+export function unpackEntries(packed: Uint8Array): Entry[] | MalformedError {
+  return new EntryUnpacker().unpack(packed);
+}
+
+function unpackOrThrow(r: PackReader, names: Names): Entry[] {
   const version = r.u8("version");
   if (version !== PACKED_ENTRIES_VERSION) malformed(`version ${version}`);
+  const flags = r.u8("flags");
+  if ((flags & ~FLAG_NAMES_RESET) !== 0) malformed(`flags ${flags}`);
+  if (flags & FLAG_NAMES_RESET) {
+    names.list.length = 0;
+    names.bytes = 0;
+  }
   const count = r.count("entry count");
   const entries: Entry[] = [];
   let seq = 0;
@@ -235,13 +311,14 @@ function unpackOrThrow(r: PackReader): Entry[] {
   return entries;
 }
 
-function unpackBody(r: PackReader, seq: number): EntryBody {
+/** An entry's body from `r` (packBody's), for entry `seq`; throws MalformedError. */
+export function unpackBody(r: PackReader, seq: number): EntryBody {
   const tag = r.u8("entry kind");
   switch (tag) {
     case KIND_TAGS.call:
       return {
         kind: "call",
-        sessionId: r.string("session id"),
+        sessionId: r.name("session id"),
         frame: r.varint("call entry frame"),
         call: unpackCall(r),
         handles: unpackHandles(r),
@@ -263,17 +340,17 @@ function unpackBody(r: PackReader, seq: number): EntryBody {
         frames: unpackFrames(r),
       };
     case KIND_TAGS.sessionOpen:
-      return { kind: "sessionOpen", sessionId: r.string("session id"), tenant: r.string("tenant") };
+      return { kind: "sessionOpen", sessionId: r.name("session id"), tenant: r.name("tenant") };
     case KIND_TAGS.sessionClose:
       return {
         kind: "sessionClose",
-        sessionId: r.string("session id"),
+        sessionId: r.name("session id"),
         reason: closeReason(r.u8("session close reason")),
       };
     case KIND_TAGS.checkpoint:
       return {
         kind: "checkpoint",
-        digest: r.string("checkpoint digest"),
+        digest: r.text("checkpoint digest"),
         requestId: r.varint("checkpoint request id"),
       };
     default:
@@ -324,7 +401,7 @@ function unpackCall(r: PackReader): Call {
         length: r.varint("length"),
       };
     case "kernelLaunch": {
-      const kernel = r.string("kernel");
+      const kernel = r.name("kernel");
       const args: KernelArg[] = [];
       const n = r.count("argument count");
       for (let i = 0; i < n; i++) args.push(unpackArg(r, i));
@@ -391,10 +468,10 @@ function unpackFrames(r: PackReader): FrameRecord[] {
   const n = r.count("frame record count");
   for (let i = 0; i < n; i++) {
     frames.push({
-      sessionId: r.string("frame record session"),
+      sessionId: r.name("frame record session"),
       frame: r.varint("frame record frame"),
       code: r.zigzag("frame record code"),
-      message: r.string("frame record message"),
+      message: r.text("frame record message"),
     });
   }
   return frames;

@@ -4,6 +4,7 @@
 // and the receiver keeps entries and snapshot pages, so every decoded bytes field is copied.
 // Entries are converted in entry-codec.ts, snapshot chunks in snapshot-codec.ts.
 import { create } from "@bufbuild/protobuf";
+import type { Entry } from "../core/entries.js";
 import type {
   CheckpointResult,
   LateResult,
@@ -37,7 +38,7 @@ import {
 import { type MalformedError, toSafe } from "./call-codec.js";
 import { catching, malformed } from "./decode-guards.js";
 import { decodeEntryBatch } from "./entry-codec.js";
-import { packEntries } from "./entry-pack.js";
+import { EntryPacker, EntryUnpacker, packEntries } from "./entry-pack.js";
 import { decodeChunk, encodeChunk } from "./snapshot-codec.js";
 
 export { encodeEntryBatchUnpacked } from "./entry-codec.js";
@@ -49,11 +50,28 @@ const RESYNC_TO_WIRE = {
 
 // ---- primary → standby ----
 
-export function encodePrimaryMessage(m: PrimaryMessage): WirePrimaryMessage {
-  return create(PrimaryMessageSchema, { epoch: BigInt(m.epoch), kind: encodePrimaryKind(m) });
+/**
+ * The encoder of one replication stream: its entry batches share the stream's name table
+ * (entry-pack.ts), so the messages must go out in the order they were encoded, each once,
+ * on one stream, decoded there by one primaryDecoder().
+ */
+export function primaryEncoder(): (m: PrimaryMessage) => WirePrimaryMessage {
+  const packer = new EntryPacker();
+  return (m) => encodeWith(m, (entries) => packer.pack(entries));
 }
 
-function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
+/** A message on its own (an entry batch with a name table of its own): tests and tools. */
+export function encodePrimaryMessage(m: PrimaryMessage): WirePrimaryMessage {
+  return encodeWith(m, packEntries);
+}
+
+type Pack = (entries: readonly Entry[]) => Uint8Array;
+
+function encodeWith(m: PrimaryMessage, pack: Pack): WirePrimaryMessage {
+  return create(PrimaryMessageSchema, { epoch: BigInt(m.epoch), kind: encodePrimaryKind(m, pack) });
+}
+
+function encodePrimaryKind(m: PrimaryMessage, pack: Pack): WirePrimaryMessage["kind"] {
   switch (m.kind) {
     case "hello":
       return {
@@ -71,7 +89,7 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
       return {
         case: "entries",
         value: create(EntryBatchSchema, {
-          packed: m.entries.length > 0 ? packEntries(m.entries) : new Uint8Array(0),
+          packed: m.entries.length > 0 ? pack(m.entries) : new Uint8Array(0),
           lateResults: (m.lateResults ?? []).map(encodeLateResult),
           ...(m.primaryDoneSeq !== undefined ? { primaryDoneSeq: BigInt(m.primaryDoneSeq) } : {}),
         }),
@@ -110,11 +128,21 @@ function encodePrimaryKind(m: PrimaryMessage): WirePrimaryMessage["kind"] {
   }
 }
 
-export function decodePrimaryMessage(w: WirePrimaryMessage): PrimaryMessage | MalformedError {
-  return catching(() => decodePrimaryOrThrow(w));
+/** The decoder of one replication stream (see primaryEncoder). */
+export function primaryDecoder(): (w: WirePrimaryMessage) => PrimaryMessage | MalformedError {
+  const unpacker = new EntryUnpacker();
+  return (w) => catching(() => decodePrimaryOrThrow(w, unpacker));
 }
 
-function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
+/** A message on its own (an entry batch with a name table of its own): tests and tools. */
+export function decodePrimaryMessage(w: WirePrimaryMessage): PrimaryMessage | MalformedError {
+  return catching(() => decodePrimaryOrThrow(w, undefined));
+}
+
+function decodePrimaryOrThrow(
+  w: WirePrimaryMessage,
+  unpacker: EntryUnpacker | undefined,
+): PrimaryMessage {
   const epoch = toSafe(w.epoch, "epoch");
   const k = w.kind;
   switch (k.case) {
@@ -130,7 +158,7 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
         ...versionOf(k.value),
       };
     case "entries":
-      return decodeEntries(epoch, k.value);
+      return decodeEntries(epoch, k.value, unpacker);
     case "snapshot":
       return { kind: "snapshot", epoch, chunk: decodeChunk(k.value) };
     case "heartbeat":
@@ -165,8 +193,12 @@ function decodePrimaryOrThrow(w: WirePrimaryMessage): PrimaryMessage {
   }
 }
 
-function decodeEntries(epoch: number, w: WireEntryBatch): PrimaryMessage {
-  const entries = decodeEntryBatch(w);
+function decodeEntries(
+  epoch: number,
+  w: WireEntryBatch,
+  unpacker: EntryUnpacker | undefined,
+): PrimaryMessage {
+  const entries = decodeEntryBatch(w, unpacker);
   const done = w.primaryDoneSeq;
   return {
     kind: "entries",

@@ -7,7 +7,6 @@
 // status.
 import {
   type DiscardedWork,
-  decodePrimaryMessage,
   encodeStandbyMessage,
   type FaultedFrame,
   type GuestLink,
@@ -15,6 +14,7 @@ import {
   grpcLink,
   nodeTimers,
   type PrimaryMessage,
+  primaryDecoder,
   type ReplicationGauges,
   ReplicationLog,
   type SessionView,
@@ -306,7 +306,7 @@ export class PrimaryRole implements Role {
     const link = grpcLink<StandbyMessage, PrimaryMessage, wire.StandbyMessage, wire.PrimaryMessage>(
       call,
       encodeStandbyMessage,
-      decodePrimaryMessage,
+      primaryDecoder(),
     );
     this.driver.acceptReplication(link, call.getPeer());
   }

@@ -4,7 +4,12 @@
 // grants and revokes the standby with notices, pauses guests on lag, reacts to the Sender's
 // events, decides on another primary's hello (another protocol version refused), and (etcd
 // mode) asks etcd and applies answers.
-import { ErrorCode, type PrimaryMessage, RELEASE_NONE } from "@vgpu-ha/common/core";
+import {
+  ErrorCode,
+  type PrimaryMessage,
+  RELEASE_NONE,
+  REPLICATION_PROTOCOL_VERSION,
+} from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MachineSetup } from "../testing/primary-machine-setup.js";
@@ -249,6 +254,7 @@ describe("another primary's hello", () => {
     nodeId: "b",
     firstRetainedSeq: 1,
     lastSeq: 0,
+    protocolVersion: REPLICATION_PROTOCOL_VERSION,
     ...over,
   });
 

@@ -3,7 +3,7 @@
 // total; and every heartbeat carries the maintenance flag the node set.
 import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
-import { testSenderOptions } from "../testing/sender-options.js";
+import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";
 
 const options = testSenderOptions({ snapshotWindowChunks: 2, retransmitMs: 10_000 });
@@ -27,16 +27,7 @@ function fakeStream(): SnapshotStream {
   return stream;
 }
 
-const emptyHello: StandbyMessage = {
-  kind: "hello",
-  epoch: 1,
-  clusterId: "c",
-  nodeId: "b",
-  empty: true,
-  lastAppliedSeq: 0,
-  snapshotId: 0,
-  snapshotChunk: 0,
-};
+const emptyHello: StandbyMessage = testStandbyHello({ empty: true });
 
 const ack = (chunks: number): StandbyMessage => ({
   kind: "ack",
@@ -70,7 +61,7 @@ describe("the sender's operator figures", () => {
     const sender = new Sender(options, new ReplicationLog(), fakeStream, 1);
     sender.connected(0);
     sender.poll(0);
-    sender.step({ ...emptyHello, empty: false }, 1);
+    sender.step(testStandbyHello({ empty: false }), 1);
     const beats = (now: number) => sender.poll(now).filter((m) => m.kind === "heartbeat");
     expect(beats(200)).toMatchObject([{ maintenancePaused: false }]);
     sender.maintenancePaused = true;

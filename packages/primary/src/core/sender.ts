@@ -22,6 +22,7 @@ import {
   NO_HELLO,
   type NodeVersion,
   type PrimaryMessage,
+  REPLICATION_PROTOCOL_VERSION,
   type ReplicationLog,
   type SnapshotChunk,
   type StandbyMessage,
@@ -419,7 +420,8 @@ export class Sender {
         firstRetainedSeq: this.log.firstRetainedSeq,
         lastSeq: this.log.lastSeq,
         ...(this.leaseKey !== undefined ? { leaseKey: this.leaseKey } : {}),
-        ...this.options.version,
+        // Without a version: this build's protocol (a hello without one is protocol 1).
+        ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
       });
     }
     if (this.state === "snapshot") this.pollSnapshot(nowMs, out);

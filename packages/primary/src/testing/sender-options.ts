@@ -1,5 +1,5 @@
 // Small Sender options for the sender's tests; override what a test is about.
-import type { StandbyMessage } from "@vgpu-ha/common";
+import { REPLICATION_PROTOCOL_VERSION, type StandbyMessage } from "@vgpu-ha/common";
 import type { SenderOptions } from "../core/sender.js";
 
 export function testSenderOptions(overrides: Partial<SenderOptions> = {}): SenderOptions {
@@ -19,7 +19,10 @@ export function testSenderOptions(overrides: Partial<SenderOptions> = {}): Sende
   };
 }
 
-/** The standby's hello for testSenderOptions' pair (peer "b" of cluster "c"); override a field. */
+/**
+ * The standby's hello for testSenderOptions' pair (peer "b" of cluster "c", this build's
+ * protocol); override a field.
+ */
 export function testStandbyHello(
   overrides: Partial<Extract<StandbyMessage, { kind: "hello" }>> = {},
 ): StandbyMessage {
@@ -32,6 +35,7 @@ export function testStandbyHello(
     lastAppliedSeq: 0,
     snapshotId: 0,
     snapshotChunk: 0,
+    protocolVersion: REPLICATION_PROTOCOL_VERSION,
     ...overrides,
   };
 }

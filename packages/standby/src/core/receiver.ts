@@ -28,7 +28,7 @@ import type {
   SnapshotChunk,
   StandbyMessage,
 } from "@vgpu-ha/common/core";
-import { deviceFaultRecord, ErrorCode } from "@vgpu-ha/common/core";
+import { deviceFaultRecord, ErrorCode, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
 import { digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
 import Denque from "denque";
@@ -216,7 +216,8 @@ export class Receiver {
       snapshotId: this.sink?.snapshotId ?? 0,
       snapshotChunk: this.sink?.received ?? 0,
       ...(this.options.pullsSnapshots ? { pullsSnapshots: true } : {}),
-      ...this.options.version,
+      // Without a version: this build's protocol (a hello without one is protocol 1).
+      ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
     };
   }
 
