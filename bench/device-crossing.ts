@@ -1,8 +1,10 @@
 // What crossing to the device thread costs (issue #14): the same calls through the paravirtual
-// backend with the device inline (on the caller's thread) and on its own worker_threads thread,
-// side by side in one run. Per call, pipelined (a batch of small calls submitted in one
-// event-loop turn, then awaited: one postMessage each way per batch) and serial (each call
-// awaited before the next: a full round trip), and 64 KiB dmaWrite / dmaRead throughput.
+// backend with the device inline (on the caller's thread), on its own worker_threads thread as
+// a node runs it (small operations run on the main thread while the device is idle:
+// idle-inline.ts), and on its thread with every operation crossing (inlineMaxBytes 0), side
+// by side in one run. Per call, pipelined (a batch of small calls submitted in one event-loop
+// turn, then awaited: one postMessage each way per batch) and serial (each call awaited before
+// the next: a full round trip), and 64 KiB dmaWrite / dmaRead throughput.
 
 import { performance } from "node:perf_hooks";
 import { type Call, type CallResult, ErrorCode } from "@vgpu-ha/common";
@@ -20,13 +22,19 @@ const BIG_BATCH = 256;
 const ROUNDS = 7;
 const SERIAL_CALLS = 2000;
 
-type Thread = "inline" | "worker";
+type Thread = "inline" | "worker" | "worker_cross";
 type SessionRecord = Exclude<ReturnType<Backend["openSession"]>, Failure>;
 
 function newBackend(thread: Thread): Backend {
   return new Backend({
     ...benchBackendOptions(false),
-    executor: thread === "worker" ? workerExecutor({ maxCallMs: 10_000 }) : undefined,
+    executor:
+      thread === "inline"
+        ? undefined
+        : workerExecutor({
+            maxCallMs: 10_000,
+            ...(thread === "worker" ? {} : { inlineMaxBytes: 0 }),
+          }),
   });
 }
 
@@ -121,12 +129,14 @@ async function measure(thread: Thread) {
 export async function runDeviceCrossing(): Promise<void> {
   const inline = await measure("inline");
   const worker = await measure("worker");
+  const cross = await measure("worker_cross");
   const us = (s: number) => s * 1e6;
   const mbps = (s: number) => BIG_BYTES / s / 1e6;
   const metrics: Metric[] = [];
   for (const [name, r] of [
     ["inline", inline],
     ["worker", worker],
+    ["worker_cross", cross],
   ] as const) {
     metrics.push(
       { name: `${name}_small_call_pipelined_us`, value: us(r.smallPipelinedS), unit: "µs/call" },
@@ -135,8 +145,8 @@ export async function runDeviceCrossing(): Promise<void> {
       { name: `${name}_dma_read_64k_mb_per_s`, value: mbps(r.readS), unit: "MB/s" },
     );
   }
-  const crossingPipelined = us(worker.smallPipelinedS - inline.smallPipelinedS);
-  const crossingSerial = us(worker.smallSerialS - inline.smallSerialS);
+  const crossingPipelined = us(cross.smallPipelinedS - inline.smallPipelinedS);
+  const crossingSerial = us(cross.smallSerialS - inline.smallSerialS);
   metrics.push(
     { name: "crossing_pipelined_us", value: crossingPipelined, unit: "µs/call" },
     { name: "crossing_serial_us", value: crossingSerial, unit: "µs/call" },
@@ -148,11 +158,13 @@ export async function runDeviceCrossing(): Promise<void> {
       worker_over_inline_small_pipelined: worker.smallPipelinedS / inline.smallPipelinedS,
       worker_over_inline_dma_write_64k: inline.writeS / worker.writeS,
       worker_over_inline_dma_read_64k: inline.readS / worker.readS,
+      worker_cross_over_inline_small_pipelined: cross.smallPipelinedS / inline.smallPipelinedS,
     },
     notes: [
       `small call: a 16-byte dmaWrite through Backend.applyFrame; pipelined: ${PIPELINED_BATCH} per event-loop turn, then awaited (median of ${ROUNDS} rounds); serial: ${SERIAL_CALLS} calls, each awaited (afterDevice) before the next`,
       `64 KiB dmaWrite / dmaRead: ${BIG_BATCH} per turn, awaited, median of ${ROUNDS} rounds; MB/s of payload`,
-      "crossing_*: worker minus inline per call (what the thread hop adds; on this shared 2-core machine the device thread competes with the caller)",
+      "worker: the device thread as a node runs it (small operations run on the main thread while the device is idle); worker_cross: every operation crosses (inlineMaxBytes 0)",
+      "crossing_*: worker_cross minus inline per call (what the thread hop adds; on this shared 2-core machine the device thread competes with the caller)",
     ],
   });
 }

@@ -37,6 +37,19 @@ export interface CpuUse {
   readonly nodePcts: readonly number[];
   /** The whole machine (every process, all cores), in % of one core. */
   readonly machinePct: number;
+  /** Each node's threads, in order, in % of one core. */
+  readonly nodeThreads: readonly ThreadCpu[];
+}
+
+/**
+ * A node's CPU by thread: its main thread (the event loop), its busiest other thread over the
+ * stretch (the device thread, where the node runs one and the device is busy) and the rest
+ * (V8's GC helpers, libuv's pool, an idle device thread).
+ */
+export interface ThreadCpu {
+  readonly mainPct: number;
+  readonly devicePct: number;
+  readonly otherPct: number;
 }
 
 /** A session of BENCH_TENANT (or `tenant`) with one context; `endpoints` for both nodes of a pair. */
@@ -73,6 +86,7 @@ export class CpuMeter {
   private wallMs = 0;
   private client = process.cpuUsage();
   private nodeSeconds: number[] = [];
+  private nodeThreadSeconds: Map<number, number>[] = [];
   private machineSeconds = 0;
 
   constructor(nodes: readonly NodeProcess[]) {
@@ -83,6 +97,7 @@ export class CpuMeter {
     this.wallMs = performance.now();
     this.client = process.cpuUsage();
     this.nodeSeconds = this.nodes.map((n) => n.cpuSeconds());
+    this.nodeThreadSeconds = this.nodes.map((n) => n.threadCpuSeconds());
     this.machineSeconds = machineCpuSeconds();
   }
 
@@ -95,8 +110,35 @@ export class CpuMeter {
         (n, i) => ((n.cpuSeconds() - this.nodeSeconds[i]!) / wallSeconds) * 100,
       ),
       machinePct: ((machineCpuSeconds() - this.machineSeconds) / wallSeconds) * 100,
+      nodeThreads: this.nodes.map((n, i) =>
+        threadSplit(
+          n.pid,
+          this.nodeThreadSeconds[i] ?? new Map(),
+          n.threadCpuSeconds(),
+          wallSeconds,
+        ),
+      ),
     };
   }
+}
+
+function threadSplit(
+  pid: number,
+  before: Map<number, number>,
+  after: Map<number, number>,
+  wallSeconds: number,
+): ThreadCpu {
+  const pct = (seconds: number) => (seconds / wallSeconds) * 100;
+  let main = 0;
+  let busiest = 0;
+  let total = 0;
+  for (const [tid, seconds] of after) {
+    const used = seconds - (before.get(tid) ?? 0);
+    total += used;
+    if (tid === pid) main = used;
+    else busiest = Math.max(busiest, used);
+  }
+  return { mainPct: pct(main), devicePct: pct(busiest), otherPct: pct(total - main - busiest) };
 }
 
 /**

@@ -6,7 +6,7 @@
 // NODE_OPTIONS: `BENCH_NODE_ARGS` adds options to every node (only those NODE_OPTIONS allows;
 // Node 20 refuses --cpu-prof there). CPU profiles: see cpu-profile.ts (BENCH_PROFILE_DIR).
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type SpawnedNode, spawnVgpud } from "@vgpu-ha/daemon";
@@ -31,6 +31,8 @@ export interface NodeProcess {
   rssMiB(): number;
   /** User plus system CPU time so far. */
   cpuSeconds(): number;
+  /** User plus system CPU time so far of each live thread, by thread id (the main thread's is the pid). */
+  threadCpuSeconds(): Map<number, number>;
   /** The node's JSON log lines written so far. */
   logLines(): Record<string, unknown>[];
   /** SIGTERM, then SIGKILL after a grace period; removes the temporary directory. */
@@ -124,6 +126,7 @@ function handle(spawned: SpawnedNode, label: string, stop: () => Promise<void>):
     logFile,
     rssMiB: () => rssMiB(pid),
     cpuSeconds: () => cpuSeconds(pid),
+    threadCpuSeconds: () => threadCpuSeconds(pid),
     logLines: () => readLogLines(logFile),
     stop,
   };
@@ -160,11 +163,27 @@ function rssMiB(pid: number): number {
 let ticksPerSecond: number | undefined;
 
 function cpuSeconds(pid: number): number {
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+function statCpuSeconds(file: string): number {
   ticksPerSecond ??= clockTicks();
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const stat = readFileSync(file, "utf8");
   // Fields after the command name: state is field 3, utime 14 and stime 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+}
+
+function threadCpuSeconds(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(Number(tid), statCpuSeconds(`/proc/${pid}/task/${tid}/stat`));
+    } catch {
+      // the thread ended between the listing and the read: it has no time left to count
+    }
+  }
+  return out;
 }
 
 /** Busy CPU time of the whole machine so far, all cores (from /proc/stat). */

@@ -17,7 +17,10 @@ let clientPinned = false;
 
 function pinClient(): void {
   if (clientPinned) return;
-  execFileSync("taskset", ["-cp", String(CLIENT_CORE), String(process.pid)], { stdio: "ignore" });
+  // -a: every thread of this process (V8's and libuv's helpers too), not only the main one.
+  execFileSync("taskset", ["-a", "-cp", String(CLIENT_CORE), String(process.pid)], {
+    stdio: "ignore",
+  });
   for (let core = 0; core < os.cpus().length; core++) if (core !== CLIENT_CORE) free.add(core);
   clientPinned = true;
 }

@@ -4,8 +4,12 @@
 // standalone node and pairs in every replication mode this build's config accepts (async,
 // sync, and sync-applied once ack-modes adds it). All set-ups run side by side; rounds visit
 // them in rotating order (rounds.ts). Iterations/s are medians of rounds, ratios to standalone
-// medians of per-round ratios; CPU of the client and of each node while measuring.
+// medians of per-round ratios; CPU of the client and of each node (main and device thread)
+// while measuring, and two CPU models from them: own cores (each thread a core of its own, as
+// on two hosts) and this machine's cores (every process sharing them). With BENCH_PROFILE_DIR,
+// each measured stretch leaves a CPU profile of every node's main thread (cpu-profile.ts).
 
+import os from "node:os";
 import { buf, u32 } from "@vgpu-ha/client";
 import type { KernelArg } from "@vgpu-ha/common";
 import {
@@ -15,6 +19,7 @@ import {
   startPair,
   startStandalone,
 } from "./cluster.js";
+import { profilePhase } from "./cpu-profile.js";
 import { floats } from "./gpu-model.js";
 import {
   type Client,
@@ -97,7 +102,10 @@ export async function measureCompute(): Promise<ComputeResult> {
         clusters,
         ROUNDS,
         async (name, cluster, round) => {
-          const m = await measure(cluster, depth);
+          const phase = `compute-${name}-${kind}-round${round + 1}`;
+          const { result: m } = await profilePhase(cluster.nodes, phase, () =>
+            measure(cluster, depth),
+          );
           console.log(`  ${name} ${kind} round ${round + 1}: ${m.perSecond.toFixed(1)} iter/s`);
           return m;
         },
@@ -117,6 +125,24 @@ export async function measureCompute(): Promise<ComputeResult> {
 const busiestSecondsPerIter = (m: Measured) =>
   Math.max(m.clientPct, ...m.nodePcts) / 100 / m.perSecond;
 
+/** CPU seconds of the busiest thread (the client's process, a node's main or device thread) per iteration. */
+const busiestThreadSecondsPerIter = (m: Measured) =>
+  Math.max(m.clientPct, ...m.nodeThreads.flatMap((t) => [t.mainPct, t.devicePct])) /
+  100 /
+  m.perSecond;
+
+/** CPU seconds of the client and every node together per iteration. */
+const totalSecondsPerIter = (m: Measured) =>
+  (m.clientPct + m.nodePcts.reduce((a, b) => a + b, 0)) / 100 / m.perSecond;
+
+const CORES = os.cpus().length;
+
+/** "main 40 % + device 60 %" for one node: its threads' medians over rounds. */
+function threadsNote(ms: readonly Measured[], node: number): string {
+  const pct = (pick: (m: Measured) => number) => median(ms.map(pick)).toFixed(0);
+  return `main ${pct((m) => m.nodeThreads[node]!.mainPct)} % + device ${pct((m) => m.nodeThreads[node]!.devicePct)} % + other ${pct((m) => m.nodeThreads[node]!.otherPct)} %`;
+}
+
 export function computeMetrics(r: ComputeResult): Metric[] {
   const out: Metric[] = [];
   const base = r.rounds.standalone;
@@ -124,7 +150,10 @@ export function computeMetrics(r: ComputeResult): Metric[] {
     for (const kind of KINDS) {
       const ms = kinds[kind];
       const cpu = (pick: (m: Measured) => number) => median(ms.map(pick)).toFixed(0);
-      const standby = name === "standalone" ? "" : `, standby ${cpu((m) => m.nodePcts[1]!)} %`;
+      const standby =
+        name === "standalone"
+          ? ""
+          : `, standby ${cpu((m) => m.nodePcts[1]!)} % (${threadsNote(ms, 1)})`;
       // Figures of a pair that failed over while measured are not the mode's: say so.
       const lease = leaseEventTally().get(`compute-${name}`);
       const broken =
@@ -134,7 +163,7 @@ export function computeMetrics(r: ComputeResult): Metric[] {
       out.push({
         name: `compute_${name}_iter_per_s_${kind}`,
         value: median(ms.map((m) => m.perSecond)),
-        unit: `iter/s (median of ${ms.length}; CPU client ${cpu((m) => m.clientPct)} %, node ${cpu((m) => m.nodePcts[0]!)} %${standby}, machine ${cpu((m) => m.machinePct)} % of 200${broken})`,
+        unit: `iter/s (median of ${ms.length}; CPU client ${cpu((m) => m.clientPct)} %, node ${cpu((m) => m.nodePcts[0]!)} % (${threadsNote(ms, 0)})${standby}, machine ${cpu((m) => m.machinePct)} % of ${CORES * 100}${broken})`,
       });
     }
   }
@@ -160,8 +189,28 @@ export function computeMetrics(r: ComputeResult): Metric[] {
       value: own,
       unit: "ratio (model: each process on a core of its own; see note)",
     });
+    for (const kind of KINDS) {
+      out.push({
+        name: `compute_${name}_own_cores_thread_bound_${kind}`,
+        value: medianRatio(
+          base[kind].map(busiestThreadSecondsPerIter),
+          kinds[kind].map(busiestThreadSecondsPerIter),
+        ),
+        unit: "ratio (model: each thread on a core of its own, as on two hosts; see note)",
+      });
+      out.push({
+        name: `compute_${name}_machine_cores_bound_${kind}`,
+        value: medianRatio(
+          kinds[kind].map((m) =>
+            Math.min(CORES / totalSecondsPerIter(m), 1 / busiestThreadSecondsPerIter(m)),
+          ),
+          base[kind].map((m) => m.perSecond),
+        ),
+        unit: `ratio (model: client and nodes sharing this machine's ${CORES} cores; see note)`,
+      });
+    }
   }
   return out;
 }
 
-export const COMPUTE_NOTE = `compute: gemm_f32 ${SIZE}x${SIZE}x${SIZE} + a ${MATRIX_BYTES / 1024} KiB dmaRead of its result per iteration; serial = one iteration in flight (launch and read sent together), pipelined = ${PIPELINE_DEPTH} in flight (each its own C); one session; standalone and a pair per replication mode the config accepts, side by side, ${ROUNDS} rounds of ${DURATIONS.warmupMs} ms warm-up + ${DURATIONS.measureMs} ms per kind, set-ups in rotating order; iter/s medians of rounds, *_over_standalone_* medians of per-round ratios; *_own_cores_bound_pipelined = standalone's busiest process CPU s/iteration over the mode's (client, primary, standby): the ratio to expect when each process has a core of its own (two hosts) and CPU, not the wire, bounds the pipeline`;
+export const COMPUTE_NOTE = `compute: gemm_f32 ${SIZE}x${SIZE}x${SIZE} + a ${MATRIX_BYTES / 1024} KiB dmaRead of its result per iteration; serial = one iteration in flight (launch and read sent together), pipelined = ${PIPELINE_DEPTH} in flight (each its own C); one session; standalone and a pair per replication mode the config accepts, side by side, ${ROUNDS} rounds of ${DURATIONS.warmupMs} ms warm-up + ${DURATIONS.measureMs} ms per kind, set-ups in rotating order; iter/s medians of rounds, *_over_standalone_* medians of per-round ratios; *_own_cores_bound_pipelined = standalone's busiest process CPU s/iteration over the mode's (client, primary, standby): the ratio to expect when each process has a core of its own and CPU, not the wire, bounds the pipeline; *_own_cores_thread_bound_* = the same by thread (the client process, each node's main thread and its device thread, the busiest thread other than the main one, from /proc/PID/task): what two hosts with a core per thread reach; *_machine_cores_bound_* = min(${CORES} cores / the CPU seconds the client and its nodes used per iteration, 1 / the busiest thread's) over standalone's iter/s: the most the set-up could do on this machine's cores if nothing else ran, so a measured ratio near it is bound by CPU`;

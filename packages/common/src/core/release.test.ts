@@ -90,6 +90,16 @@ describe("releasableSeq", () => {
       expect(releasableSeq({ ...base, mode, granted: false })).toBe(base.appliedSeq);
     }
   });
+
+  it("releases everything while a standby without the grant is far behind (it cannot take over)", () => {
+    for (const mode of ["sync", "sync-applied"] as const) {
+      const far = { ...base, mode, granted: false, standbyFarBehind: true };
+      expect(releasableSeq({ ...far, deviceSeq: undefined })).toBe(RELEASE_ALL);
+      expect(releasableSeq({ ...far, deviceSeq: 3 })).toBe(3);
+      // A granted standby is waited for however far behind.
+      expect(releasableSeq({ ...far, granted: true })).toBeLessThan(RELEASE_ALL);
+    }
+  });
 });
 
 describe("grantDue", () => {

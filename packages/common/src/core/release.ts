@@ -70,6 +70,13 @@ export interface ReleaseView {
    * issue #14): a reply never leaves before its result exists. Absent: all of it.
    */
   readonly deviceSeq?: number;
+  /**
+   * A streaming standby without the grant lags so far behind (applied) that waiting for it
+   * would stall guests for longer than the lease allows — just after a snapshot, with the
+   * entries queued during it still to apply. It cannot take over, so replies go out as during
+   * its snapshot, until it is near enough to earn the grant. Absent: false.
+   */
+  readonly standbyFarBehind?: boolean;
 }
 
 /** What the standby confirms by an ack, for the mode's release rule. */
@@ -89,9 +96,10 @@ export const RELEASE_NONE = -1;
  * The highest seq whose replies may go out, never beyond what the primary's own device has
  * done. A fenced primary releases nothing. A granted standby may take over at any moment: only
  * what it confirmed (sync: received, sync-applied: applied). A standby without the grant
- * cannot take over, but while it streams the primary holds replies to let it catch up and earn
- * the grant — which needs it to have *applied* everything released, so until then replies
- * wait for its applied seq; with no such standby (async, or none streaming), everything.
+ * cannot take over, but while it streams near enough (standbyFarBehind unset) the primary
+ * holds replies to let it catch up and earn the grant — which needs it to have *applied*
+ * everything released, so until then replies wait for its applied seq; with no such standby
+ * (async, none streaming, or one still far behind), everything.
  */
 export function releasableSeq(v: ReleaseView): number {
   if (v.lease === "fenced") return RELEASE_NONE;
@@ -102,7 +110,7 @@ export function releasableSeq(v: ReleaseView): number {
 function replicatedSeq(v: ReleaseView): number {
   if (v.mode === "async") return RELEASE_ALL;
   if (v.granted) return v.link === "streaming" ? confirmedBy(v.mode, v) : v.confirmedSeq;
-  return v.link === "streaming" ? v.appliedSeq : RELEASE_ALL;
+  return v.link === "streaming" && !v.standbyFarBehind ? v.appliedSeq : RELEASE_ALL;
 }
 
 /**

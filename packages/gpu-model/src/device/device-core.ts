@@ -32,7 +32,7 @@ export class DeviceCore {
   execute(op: DeviceOp): OpResult {
     switch (op.k) {
       case "alloc":
-        this.buffers.set(op.id, new VramBuffer(op.id, op.size));
+        this.buffers.set(op.id, new VramBuffer(op.id, op.size, op.memory));
         return undefined;
       case "free":
         this.buffers.delete(op.id);

@@ -22,7 +22,13 @@ export interface OpSnapshotBuffer {
 }
 
 export type DeviceOp =
-  | { readonly k: "alloc"; readonly id: number; readonly size: number }
+  /** `memory`: the buffer's bytes, shared with the thread that submitted it; absent: new ones. */
+  | {
+      readonly k: "alloc";
+      readonly id: number;
+      readonly size: number;
+      readonly memory?: SharedArrayBuffer;
+    }
   | { readonly k: "free"; readonly id: number }
   | { readonly k: "write"; readonly id: number; readonly offset: number; readonly data: Uint8Array }
   | { readonly k: "read"; readonly id: number; readonly offset: number; readonly length: number }

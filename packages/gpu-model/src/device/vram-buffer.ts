@@ -1,5 +1,7 @@
 // A buffer's bytes on the device: whole 4 KiB pages in one zero-filled ArrayBuffer (untouched
-// pages cost no host memory) and typed views over them, made once per buffer.
+// pages cost no host memory) and typed views over them, made once per buffer. The device thread
+// gets its buffers' memory as SharedArrayBuffers from the main thread (worker-executor.ts), so
+// that thread can run a small operation itself while the device is idle.
 import type { KernelBuffer } from "./kernels/types.js";
 
 export class VramBuffer implements KernelBuffer {
@@ -10,10 +12,13 @@ export class VramBuffer implements KernelBuffer {
   readonly i32: Int32Array;
   readonly f32: Float32Array;
 
-  constructor(id: number, byteLength: number) {
+  constructor(
+    id: number,
+    byteLength: number,
+    memory: ArrayBufferLike = new ArrayBuffer(byteLength),
+  ) {
     this.id = id;
     this.byteLength = byteLength;
-    const memory = new ArrayBuffer(byteLength);
     this.bytes = new Uint8Array(memory);
     this.u32 = new Uint32Array(memory);
     this.i32 = new Int32Array(memory);

@@ -1,6 +1,9 @@
 // Proves the device on its own thread (issue #14): a real worker_threads device, fed random
 // workloads through the backend, gives every call the same result (dmaRead data included, read
-// only once the device says it is done) and the same state digest as the inline device; and
+// only once the device says it is done) and the same state digest as the inline device, with
+// small operations run on the main thread while the device is idle and with every operation
+// crossing; that a small operation runs at submit only when nothing before it is outstanding;
+// and
 // its watchdog fails the device when a kernel runs past maxCallMs (testing.kernelDelayMs), with
 // the seq of the entry whose work was running.
 import { describe, expect, it } from "vitest";
@@ -18,18 +21,34 @@ import { WorkerExecutor, workerExecutor } from "./worker-executor.js";
 
 const afterDevice = (backend: Backend) =>
   new Promise<void>((resolve) => backend.progress.afterDevice(resolve));
+/** Launches fill(bo, n, value): its first n u32 become value. */
+const fill = (g: TestGuest, context: number, bo: number, n: number, value: number) =>
+  g.ok({
+    op: "kernelLaunch",
+    context,
+    kernel: "fill",
+    args: [
+      { kind: "buffer", bo },
+      { kind: "u32", value: n },
+      { kind: "u32", value },
+    ],
+  });
 const digestOf = (backend: Backend) =>
   new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
 
 describe("WorkerExecutor", () => {
   it.each([
-    1, 2, 3,
-  ])("gives the inline device's results and digest on workload %i", async (seed) => {
+    [1, undefined],
+    [2, undefined],
+    [3, undefined],
+    [1, 0],
+    [2, 0],
+  ])("gives the inline device's results and digest on workload %i (inlineMaxBytes %s)", async (seed, inlineMaxBytes) => {
     const workload = generateWorkload(seed, { frames: 400, sessions: 3 });
     const inline = replay(workload, 5);
     const backend = new Backend({
       ...backendOptionsFor(workload, 5),
-      executor: workerExecutor({ maxCallMs: 10_000 }),
+      executor: workerExecutor({ maxCallMs: 10_000, inlineMaxBytes }),
     });
     try {
       const outcomes = runWorkload(backend, workload);
@@ -44,6 +63,32 @@ describe("WorkerExecutor", () => {
     }
   });
 
+  it("runs a small operation at submit only while nothing before it is outstanding", async () => {
+    const backend = new Backend({
+      ...testBackendOptions(),
+      executor: workerExecutor({ maxCallMs: 10_000 }),
+    });
+    try {
+      const g = new TestGuest(backend, "g");
+      const ctx = g.createContext();
+      const bo = g.alloc(ctx, 4096); // the alloc crosses: the device thread must know the buffer
+      const queue = backend.device.queue;
+      expect(queue.outstanding).toBe(1);
+      await afterDevice(backend);
+      const bytes = new Uint8Array([1, 2, 3, 4]);
+      g.ok({ op: "dmaWrite", context: ctx, bo, offset: 8, data: bytes });
+      expect(queue.outstanding).toBe(0); // ran at submit
+      fill(g, ctx, bo, 2, 9);
+      const read = g.ok({ op: "dmaRead", context: ctx, bo, offset: 0, length: 12 });
+      expect(queue.outstanding).toBe(2); // behind the kernel: both crossed
+      await afterDevice(backend);
+      const data = read.output.kind === "data" ? read.output.data : undefined;
+      expect([...data!]).toEqual([9, 0, 0, 0, 9, 0, 0, 0, 1, 2, 3, 4]);
+    } finally {
+      backend.close();
+    }
+  });
+
   it("fails the device when a kernel runs past maxCallMs, naming the entry's seq", async () => {
     const executor = workerExecutor({ maxCallMs: 50, kernelDelayMs: 400 });
     const backend = new Backend({ ...testBackendOptions(), executor });
@@ -53,16 +98,7 @@ describe("WorkerExecutor", () => {
       const bo = g.alloc(ctx, 4096);
       backend.progress.beginSeq(7);
       const failed = new Promise<DeviceFailure>((resolve) => backend.progress.onFailure(resolve));
-      g.ok({
-        op: "kernelLaunch",
-        context: ctx,
-        kernel: "fill",
-        args: [
-          { kind: "buffer", bo },
-          { kind: "u32", value: 1024 },
-          { kind: "u32", value: 1 },
-        ],
-      });
+      fill(g, ctx, bo, 1024, 1);
       const failure = await failed;
       expect(failure.seq).toBe(7);
       expect(failure.reason).toMatch(/maxCallMs/);

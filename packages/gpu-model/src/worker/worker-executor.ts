@@ -3,10 +3,17 @@
 // submitted in that turn (their byte arrays copied once and moved, never cloned with the
 // buffer they view); completions come back batched. A watchdog fails the device when one
 // operation runs longer than maxCallMs, or when the thread dies.
+//
+// Buffers live in SharedArrayBuffers this side allocates: while the device thread is idle, a
+// small copy of bytes (idle-inline.ts) runs here at submit, completing before submit returns,
+// instead of paying a crossing. Order holds: it runs only when everything submitted before it
+// has completed, and the device thread touches a buffer only for operations it was sent.
 import { Worker } from "node:worker_threads";
+import { DeviceCore } from "../device/device-core.js";
 import type { DeviceExecutor, ExecutorFactory, ExecutorSink } from "../device/executor.js";
 import type { DeviceOp } from "../device/ops.js";
 import type { VramBuffer } from "../device/vram-buffer.js";
+import { INLINE_MAX_BYTES, runsInline } from "./idle-inline.js";
 import type { Completions, OpBatch, WorkerStart } from "./protocol.js";
 
 /** Arrays from this size are moved (transferred); smaller ones are cheaper to clone. */
@@ -19,6 +26,11 @@ export interface WorkerExecutorOptions {
   readonly kernelDelayMs?: number;
   /** Only launches of this kernel are delayed (testing.kernelDelayOnly); absent: all. */
   readonly kernelDelayOnly?: string;
+  /**
+   * Small operations up to this many bytes run on the submitting thread while the device
+   * thread is idle (idle-inline.ts); 0: every operation crosses. Default INLINE_MAX_BYTES.
+   */
+  readonly inlineMaxBytes?: number;
 }
 
 /** The worker's entry: always the built JS (under vitest this module runs from src/). */
@@ -36,6 +48,9 @@ export class WorkerExecutor implements DeviceExecutor {
   private readonly options: WorkerExecutorOptions;
   private readonly worker: Worker;
   private readonly watch = new Float64Array(new SharedArrayBuffer(16));
+  /** The buffers as this thread sees them (their shared memory), for the work it runs itself. */
+  private readonly mirror = new DeviceCore();
+  private readonly inlineMaxBytes: number;
   private sink: ExecutorSink | undefined;
   private outgoing: DeviceOp[] = [];
   private transfer: ArrayBuffer[] = [];
@@ -50,6 +65,7 @@ export class WorkerExecutor implements DeviceExecutor {
 
   constructor(options: WorkerExecutorOptions) {
     this.options = options;
+    this.inlineMaxBytes = options.inlineMaxBytes ?? INLINE_MAX_BYTES;
     const start: WorkerStart = {
       kernelDelayMs: options.kernelDelayMs ?? 0,
       ...(options.kernelDelayOnly !== undefined
@@ -71,8 +87,15 @@ export class WorkerExecutor implements DeviceExecutor {
 
   submit(index: number, op: DeviceOp): void {
     if (this.closed) return;
+    if (this.completed === this.submitted && runsInline(op, this.inlineMaxBytes)) {
+      this.submitted = index;
+      this.completed = index;
+      this.sink!.complete(index, this.mirror.execute(op));
+      this.sink!.progressed();
+      return;
+    }
     if (this.outgoing.length === 0) this.firstOutgoing = index;
-    this.outgoing.push(this.movable(op));
+    this.outgoing.push(this.movable(this.shared(op)));
     this.submitted = index;
     if (!this.scheduled) {
       this.scheduled = true;
@@ -141,6 +164,17 @@ export class WorkerExecutor implements DeviceExecutor {
     if (this.watchdog !== undefined) clearInterval(this.watchdog);
     this.watchdog = undefined;
     this.worker.unref();
+  }
+
+  /** An alloc gets shared memory (seen here too); a free drops it here as well. */
+  private shared(op: DeviceOp): DeviceOp {
+    if (op.k === "alloc") {
+      const withMemory = { ...op, memory: new SharedArrayBuffer(op.size) };
+      this.mirror.execute(withMemory);
+      return withMemory;
+    }
+    if (op.k === "free") this.mirror.execute(op);
+    return op;
   }
 
   /** The operation with its byte arrays copied into buffers of their own, listed to move. */

@@ -248,6 +248,38 @@ describe("the machine's release in each mode", () => {
     expect(s.machine.releasable(s.facts())).toBe(s.sender.receivedSeq);
   });
 
+  it("serves guests while a standby without the grant is far behind, and waits for it once near", () => {
+    // Just after a snapshot: entries 6 and 7 went out while the standby installed it; it has
+    // applied 5 and received 7, so it has not earned the grant (released 6 > applied 5).
+    const u = new MachineSetup({ mode: "sync" });
+    u.machine.start(u.facts(), false);
+    u.append(5);
+    u.connect();
+    u.append(2);
+    u.sender.poll(u.nowMs);
+    u.releasedSeq = 6;
+    u.ack(5, { receivedSeq: 7 });
+    u.machine.progress(u.facts());
+    expect(u.machine.grant.granted).toBe(false);
+    // Entry 6 waits 151 ms to be applied, over half of maxApplyLagMs (300): far behind, it
+    // cannot take over, so replies go out and the apply-lag bound holds nobody back.
+    u.at(u.nowMs + 151);
+    expect(u.machine.releasable(u.facts())).toBeUndefined();
+    expect(u.machine.backPressure(u.nowMs + 200)).toBe(false);
+    // It applies 6 (entry 7 appended at the same time is now the oldest unapplied): still far.
+    u.ack(6, { receivedSeq: 7 });
+    expect(u.machine.releasable(u.facts())).toBeUndefined();
+    // Two entries appended now, the older ones applied: near; replies wait for its applied seq.
+    u.append(2);
+    u.sender.poll(u.nowMs);
+    u.ack(7, { receivedSeq: 9 });
+    u.machine.progress(u.facts());
+    expect(u.machine.grant.granted).toBe(true); // applied 7 covers released 6
+    expect(u.machine.releasable(u.facts())).toBe(9);
+    // Once granted the apply-lag bound holds guests back again.
+    expect(u.machine.backPressure(u.nowMs + 301)).toBe(true);
+  });
+
   it("holds guests back once entries wait longer than maxApplyLagMs to be applied", () => {
     const s = granted("sync");
     s.ack(5, { receivedSeq: 8 });

@@ -196,6 +196,7 @@ export class PrimaryMachine {
       lease,
       link: linkState(s),
       granted: grantBinds(this.grant),
+      standbyFarBehind: this.standbyFarBehind(f.nowMs),
       appliedSeq: s.appliedSeq,
       receivedSeq: s.receivedSeq,
       deviceSeq: f.deviceSeq,
@@ -208,6 +209,19 @@ export class PrimaryMachine {
     if (f.etcd) return f.etcd.leaseEndMs;
     if (this.lease !== "leased") return Number.NEGATIVE_INFINITY;
     return primaryLeaseEndMs(this.ackedHeartbeatMs(f), this.options.lease);
+  }
+
+  /**
+   * An ungranted streaming standby whose oldest unapplied entry is older than half of
+   * maxApplyLagMs: holding replies for it would stall guests that long and more (after a
+   * snapshot it has every entry queued during it to apply). Replies go out meanwhile; once it
+   * is nearer, they wait for it (at most about half of maxApplyLagMs) and it earns the grant.
+   */
+  private standbyFarBehind(nowMs: number): boolean {
+    const s = this.sender;
+    if (this.options.mode === "async" || grantBinds(this.grant) || s.state !== "streaming")
+      return false;
+    return this.log.lagAfter(s.appliedSeq, nowMs).seconds * 1000 > this.options.maxApplyLagMs / 2;
   }
 
   /** Which replies may go out now: a seq, or undefined for all (GuestHooks.replicatedSeq). */
@@ -231,7 +245,10 @@ export class PrimaryMachine {
     const o = this.options;
     if (lag.entries > o.maxLagEntries || lag.bytes > o.maxLagBytes) return true;
     if (snapshot) return false;
-    if (lag.seconds * 1000 > o.maxApplyLagMs) return true;
+    // The apply-lag bound keeps a takeover's backlog short; a standby without the grant cannot
+    // take over, and its catching up after a snapshot must not hold guests (the size bounds
+    // above still make it catch up).
+    if (grantBinds(this.grant) && lag.seconds * 1000 > o.maxApplyLagMs) return true;
     return this.log.lagAfter(s.receivedSeq, nowMs).seconds * 1000 > o.maxLagMs;
   }
 
