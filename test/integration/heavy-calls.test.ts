@@ -4,8 +4,13 @@
 // over, the primary's ops port answers while the device is busy and every small call is
 // answered. And that a device that hangs (testing.kernelDelayMs above device.maxCallMs on the
 // primary only) makes the primary step down and exit with code 3, the standby take over, and
-// the frame in flight be answered once — its cached reply, or DEVICE_FAULT — never run twice;
-// restarted, the old primary joins as a standby with a fresh device.
+// the frame in flight — held by the standby until the primary's device did it, which it never
+// did — be answered DEVICE_FAULT, never run; restarted, the old primary joins as a standby with
+// a fresh device. And that a frame that hangs *every* device (testing.kernelDelayOnly on both
+// nodes) takes down only the primary: the standby promotes and stays up, the guest's re-sent
+// frame is answered DEVICE_FAULT (a VgpuError) with no effect, the frame queued behind it runs
+// exactly once, and the guest's next calls succeed on the new primary. Default mode (sync),
+// where the standby holds (replication.holdStandbyDevice).
 // Outcomes only: timings are the bench's (npm run bench -- replication, kernel-speed).
 import { readFileSync } from "node:fs";
 import { buf, Session, u32, VgpuError } from "@vgpu-ha/client";
@@ -142,7 +147,7 @@ describe("heavy calls", () => {
     await other.close();
   });
 
-  it("a hung device: the primary steps down and exits 3, the standby takes over, the frame in flight runs at most once", async () => {
+  it("a hung device: the primary steps down and exits 3, the standby takes over, the frame in flight is answered DEVICE_FAULT", async () => {
     pair = await FailoverPair.create(
       { device: { vramBytes: "256MiB", thread: "worker" } },
       async ([a]) => {
@@ -156,16 +161,14 @@ describe("heavy calls", () => {
     const session = await open(pair, GUEST);
     const ctx = await session.createContext();
     const counter = await session.allocBo(ctx, 4096);
-    // The frame in flight: a non-idempotent increment, so running it twice shows.
-    let outcome: "ok" | "deviceFault";
-    try {
-      await session.launch(ctx, "increment_u32", [buf(counter), u32(1), u32(1)]);
-      outcome = "ok";
-    } catch (e) {
-      expect(e).toBeInstanceOf(VgpuError);
-      expect((e as VgpuError).code).toBe(ErrorCode.DEVICE_FAULT);
-      outcome = "deviceFault";
-    }
+    // The frame in flight: a non-idempotent increment, so running it twice shows. The standby
+    // held it for the primary's device, which never did it: nobody runs it.
+    const inFlight = await session
+      .launch(ctx, "increment_u32", [buf(counter), u32(1), u32(1)])
+      .then(() => "ok" as const)
+      .catch((e: unknown) => e);
+    expect(inFlight).toBeInstanceOf(VgpuError);
+    expect((inFlight as VgpuError).code).toBe(ErrorCode.DEVICE_FAULT);
     expect(await nodeA.exited).toBe(3);
     // It said why, and named the frame in flight (the increment: frame 3 of the session).
     const failed = readFileSync(nodeA.logFile, "utf8")
@@ -180,9 +183,7 @@ describe("heavy calls", () => {
     expect(b.epoch).toBe(2);
     expect(session.epoch).toBe(2);
     const held = new Uint32Array((await session.dmaRead(ctx, counter, 0, 4)).slice().buffer)[0];
-    // Its cached reply (the standby's device ran it once) or DEVICE_FAULT (nobody ran it).
-    expect(held).toBe(outcome === "ok" ? 1 : 0);
-    console.log(`hung device: the frame in flight was answered ${outcome}`);
+    expect(held).toBe(0); // DEVICE_FAULT: the call had no effect
     // The standby heard the failing primary name it.
     expect(
       (await metrics(pair.node("b"))).get("vgpu_device_failures_total", { whose: "peer" }),
@@ -196,5 +197,66 @@ describe("heavy calls", () => {
     await pair.start("a");
     await pair.replica("a");
     expect((await status(pair.node("a"))).role).toBe("standby");
+  });
+
+  it("a frame that hangs every device takes down only the primary: DEVICE_FAULT reaches the guest, the frame behind it runs once", async () => {
+    // Both devices sleep 3 s before every increment_u32 (past maxCallMs), and only then.
+    pair = await FailoverPair.create({
+      device: { vramBytes: "256MiB", thread: "worker", maxCallMs: 300 },
+      testing: { kernelDelayMs: 3000, kernelDelayOnly: "increment_u32" },
+    });
+    await pair.streaming();
+    const nodeA = pair.node("a");
+    const nodeB = pair.node("b");
+    const session = await open(pair, GUEST);
+    const ctx = await session.createContext();
+    const counter = await session.allocBo(ctx, 4096);
+    const acc = await session.allocBo(ctx, 4096);
+    const one = await session.allocBo(ctx, 4096);
+    await session.dmaWrite(ctx, one, 0, new Uint8Array(new Uint32Array([1]).buffer));
+    const read = async (bo: number) =>
+      new Uint32Array((await session.dmaRead(ctx, bo, 0, 4)).slice().buffer)[0];
+
+    // The hanging frame and one queued behind it (acc += 1: running it twice shows), sent
+    // together as a guest pipelines them.
+    const hung = session
+      .launch(ctx, "increment_u32", [buf(counter), u32(1), u32(1)])
+      .then(() => "answered ok" as const)
+      .catch((e: unknown) => e);
+    const behind = session.launch(ctx, "add_u32", [buf(acc), buf(acc), buf(one), u32(1)]);
+    const outcome = await hung;
+    await behind;
+    expect(outcome).toBeInstanceOf(VgpuError);
+    expect((outcome as VgpuError).code).toBe(ErrorCode.DEVICE_FAULT);
+    expect(await nodeA.exited).toBe(3);
+    const b = await status(nodeB);
+    expect(b.role).toBe("primary");
+    expect(b.epoch).toBe(2);
+    expect(session.epoch).toBe(2);
+
+    // The frame had no effect; the one behind it ran exactly once.
+    expect(await read(counter)).toBe(0);
+    expect(await read(acc)).toBe(1);
+    // The new primary never ran the hanging frame: its device did not fail, and it said which
+    // frame it answered DEVICE_FAULT at the takeover.
+    const notRun = readFileSync(nodeB.logFile, "utf8")
+      .split("\n")
+      .filter((l) => l.includes("is not run here"));
+    expect(notRun).toHaveLength(1);
+    expect(notRun[0]).toContain("increment_u32");
+
+    // The guest's next calls succeed on the new primary, which stays up past its own
+    // watchdog's limit (it would have fired maxCallMs after a run of the hanging frame).
+    await session.launch(ctx, "add_u32", [buf(acc), buf(acc), buf(one), u32(1)]);
+    expect(await read(acc)).toBe(2);
+    await sleep(1000);
+    await session.fence(ctx);
+    expect(nodeB.process.exitCode).toBeNull();
+    const after = await status(nodeB);
+    expect(after.role).toBe("primary");
+    expect(after.epoch).toBe(2);
+    expect((await metrics(nodeB)).get("vgpu_device_failed")).toBe(0);
+    expect((await metrics(nodeB)).get("vgpu_device_failures_total", { whose: "peer" })).toBe(1);
+    await session.close();
   });
 });

@@ -14,7 +14,6 @@ const release = "packages/common/src/core/release.ts";
 const standbyDriver = "packages/standby/src/standby-driver.ts";
 
 export const MUTANTS: readonly Mutant[] = [
-
   {
     name: "release-all",
     what: "the primary releases every reply whatever its lease and its standby hold",
@@ -115,5 +114,12 @@ export const MUTANTS: readonly Mutant[] = [
     file: standbyDriver,
     original: "      muted: () => this.machine.holdingTakeover,",
     replacement: "      muted: () => false,",
+  },
+  {
+    name: "standby-applies-before-primary-done",
+    what: "a holding standby hands entries to its device before the primary's device has done them (a hanging frame would run on both nodes at once)",
+    file: receiver,
+    original: "      if (this.holdingDevice && entry.seq > this.primaryDoneSeq) break;",
+    replacement: "      if (this.holdingDevice && entry.seq > this.receivedSeq) break;",
   },
 ];

@@ -27,6 +27,8 @@ export interface NodeExpectation {
   readonly eligible?: boolean;
   /** A standby's receiver: empty, snapshot, replica, diverged. */
   readonly state?: "empty" | "snapshot" | "replica" | "diverged";
+  /** A standby holds received entries until its primary's device has done them. */
+  readonly holding?: boolean;
 }
 
 export interface Expectation {
@@ -206,6 +208,7 @@ export function observe(sim: FailoverSimulation, name: NodeName): Required<NodeE
     serving: p !== undefined && p.effectiveLease() !== "fenced",
     eligible: s?.receiver.eligible ?? false,
     state: s?.receiver.state ?? ("-" as "empty"),
+    holding: (s?.receiver.heldEntries ?? 0) > 0,
   };
 }
 

@@ -3,7 +3,8 @@
 // loss, duplication, reordering, broken links, late and restarted standbys, devices of random
 // latency on both nodes) in the three ack modes, with no double apply, no gap, no reply before
 // the primary's device had it, no sync reply before the standby received it, no sync-applied
-// reply before it applied it, no promotion before the received backlog was applied, and equal
+// reply before it applied it, no promotion before the received backlog was applied, no entry
+// applied by a holding standby (async, sync) before the primary's device had done it, and equal
 // replicas once healed; and that a seed replays exactly.
 import { describe, expect, it } from "vitest";
 import { drawParams, type SimParams } from "./params.js";
@@ -39,6 +40,8 @@ describe("replication simulation", () => {
         repliesBeforeStandbyApplied: t.repliesBeforeStandbyApplied,
         promotionProbes: t.promotionProbes,
         promotionBacklogWaits: t.promotionBacklogWaits,
+        holdChecked: t.holdChecked,
+        holdsSeen: t.holdsSeen,
         degradedReplies: t.repliesDegraded,
         snapshotsInstalled: t.snapshotsInstalled,
         snapshotsResumed: t.snapshotsResumed,

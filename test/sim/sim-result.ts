@@ -11,6 +11,10 @@ export interface SimStats {
   /** Promotion probes that found an eligible standby, and those that waited for its backlog. */
   promotionProbes: number;
   promotionBacklogWaits: number;
+  /** Entries the standby applied while holding, each checked against the primary's device. */
+  holdChecked: number;
+  /** Events after which the standby held received entries for the primary's device. */
+  holdsSeen: number;
   /** Late comparisons never made: the primary's late result was lost on the link. */
   lateChecksLeftOpen: number;
   /** Sync replies released at once because no standby was in sync (the primary was alone). */
@@ -52,6 +56,8 @@ export function emptyStats(): SimStats {
     repliesBeforeStandbyApplied: 0,
     promotionProbes: 0,
     promotionBacklogWaits: 0,
+    holdChecked: 0,
+    holdsSeen: 0,
     lateChecksLeftOpen: 0,
     repliesDegraded: 0,
     repliesAtOnce: 0,

@@ -12,8 +12,11 @@
 // replies leave by the shipped release rule (core/release.ts) and each is checked against the
 // mode's promise: sync — the standby received it; sync-applied — it applied it; every mode —
 // the primary's device did. Promotion probes run the shipped StandbyMachine at random moments:
-// it may take over only once its device applied the whole received backlog.
+// it may take over only once its device applied the whole received backlog. In async and sync
+// the standby holds each entry's device work until the primary's device has done it
+// (holdsStandbyDevice): every entry it applies is checked against the primary's done seq.
 import {
+  holdsStandbyDevice,
   type PrimaryMessage,
   RELEASE_ALL,
   releasableSeq,
@@ -68,6 +71,10 @@ export class Simulation {
   private readonly backend: Backend;
   private readonly sequencer: Sequencer;
   private readonly sender: Sender;
+  /** The standby holds device work until the primary's device has done it (by the mode). */
+  private readonly holds: boolean;
+  /** The highest seq whose work the primary's device had done when last looked at. */
+  private primaryDoneHigh = 0;
   private nextSnapshotId = 1;
   private nextCheckpointId = 1;
   private flushArmed = false;
@@ -135,8 +142,16 @@ export class Simulation {
       { mmio: params.mmio, flushBytes: params.flushBytes },
       () => this.nowMs,
     );
+    this.holds = holdsStandbyDevice(params.ackMode);
     this.sender = new Sender(
-      { clusterId: "sim", nodeId: "primary", peerName: "standby", ...params.sender },
+      {
+        clusterId: "sim",
+        nodeId: "primary",
+        peerName: "standby",
+        ...params.sender,
+        holdStandby: this.holds,
+        deviceDoneSeq: () => this.primaryDone(),
+      },
       this.log,
       () => {
         this.sequencer.flushMmio();
@@ -274,6 +289,7 @@ export class Simulation {
   /** What the primary's shell does after anything happens: release, poll, send. */
   private pump(): void {
     const { sender, log } = this;
+    if ((this.receiver?.heldEntries ?? 0) > 0) this.stats.holdsSeen++;
     log.release(sender.releasableSeq, sender.options.retainBytes);
     if (this.linkUp) {
       for (const message of sender.poll(this.nowMs))
@@ -390,9 +406,15 @@ export class Simulation {
     if (receiver === undefined) throw new SimFailure(`${what} with no standby running`);
     if (carrier === undefined) throw new SimFailure(`${what} before any entry carried it`);
     const needed = Math.max(carrier, r.seq);
-    if (receiver.receivedSeq < needed || this.monitor.coveredSeq < needed) {
+    // Received: applied (the monitor saw it), or held after those for the primary's device.
+    const held = receiver.heldRange;
+    const covered =
+      held !== undefined && held.first === this.monitor.coveredSeq + 1
+        ? held.last
+        : this.monitor.coveredSeq;
+    if (receiver.receivedSeq < needed || covered < needed) {
       throw new SimFailure(
-        `${what} but standby #${this.monitor.incarnation} received only up to ${this.monitor.coveredSeq} (says ${receiver.receivedSeq}, sender thinks ${this.sender.receivedSeq})`,
+        `${what} but standby #${this.monitor.incarnation} received only up to ${covered} (says ${receiver.receivedSeq}, sender thinks ${this.sender.receivedSeq})`,
       );
     }
     const applied = receiver.appliedSeq;
@@ -463,11 +485,16 @@ export class Simulation {
       for (const a of actions) {
         if (a.kind === "awaitDevice") {
           this.stats.promotionBacklogWaits++;
+          let waiting = true;
           receiver.backend!.progress.afterDevice(() => {
+            // Entries held for the primary's device are not this probe's to take over (a real
+            // takeover does: the failover simulator runs it): the machine waits on, rightly.
+            if (waiting && receiver.heldEntries > 0) return;
             if (this.receiver === receiver && this.monitor.incarnation === incarnation) {
               run(machine.backlogApplied(this.nowMs, facts()));
             }
           });
+          waiting = false;
         }
         if (a.kind === "promote") this.checkPromotion(receiver);
       }
@@ -476,6 +503,25 @@ export class Simulation {
     machine.tick(t, t, facts());
     run(machine.tick(t + lease.heartbeatMs / 2, t - lease.leaseMs, facts()));
     run(machine.tick(t + lease.heartbeatMs, t - lease.leaseMs, facts()));
+  }
+
+  /** The primary's device done seq now (never lower than seen: a digest may hold it a while). */
+  private primaryDone(): number {
+    const now = this.backend.progress.doneSeq(this.log.lastSeq);
+    if (now > this.primaryDoneHigh) this.primaryDoneHigh = now;
+    return this.primaryDoneHigh;
+  }
+
+  /** A holding standby hands entry `seq` to its device only once the primary's device did it. */
+  private checkHold(seq: number): void {
+    if (!this.holds) return;
+    this.stats.holdChecked++;
+    const done = this.primaryDone();
+    if (seq > done) {
+      throw new SimFailure(
+        `standby applied entry ${seq} before the primary's device had done it (done ${done})`,
+      );
+    }
   }
 
   private checkPromotion(receiver: Receiver): void {
@@ -591,7 +637,10 @@ export class Simulation {
         clusterId: "sim",
         nodeId: "standby",
         backendOptions: this.standbyOptions,
-        apply: this.monitor.apply,
+        apply: (backend, entry) => {
+          this.checkHold(entry.seq);
+          return this.monitor.apply(backend, entry);
+        },
       },
       1,
     );

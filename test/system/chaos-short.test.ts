@@ -1,17 +1,19 @@
 // Runs the chaos harness for real (network namespaces when root with `ip`, else loopback): a
-// short sync, peer-lease run of primary kills and pauses, with ~20 ms gemm_f32 kernels in the
-// guests' mix, must pass every check, with nothing lost or duplicated; and a run interrupted
-// with SIGINT while its nodes start, or during a fault, must leave no namespace, link or
-// process of its own behind.
-// The run is sync only (the default, and the mode where replies leave before the standby
-// applies): a chaos run costs a minute of CI; the kill in every mode is failover.test.ts's, a
-// kill with an unapplied backlog failover-backlog.test.ts's; `npm run chaos --mode` takes all.
+// short peer-lease run of primary kills and pauses, with ~20 ms gemm_f32 kernels in the guests'
+// mix, in each replication mode, must pass every check with the mode's promise: in sync and
+// sync-applied nothing acknowledged lost; in async at most what the client library reported to
+// its guests as lost, with the exact count (failure-model.md, "What each mode can lose"); in
+// every mode nothing applied twice. And a run interrupted with SIGINT while its nodes start, or
+// during a fault, must leave no namespace, link or process of its own behind.
+// Each mode's run is 20 s of faults (about a minute with start and convergence on two shared
+// cores); longer runs and other faults are `npm run chaos -- --mode …`.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { keepsAcknowledged, MODES } from "../support/modes.js";
 
 const RUN_JS = fileURLToPath(new URL("../dist/chaos/run.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "vgpu-chaos-test-"));
@@ -55,16 +57,32 @@ const sh = (cmd: string) => {
   }
 };
 
+interface ChaosReport {
+  ok: boolean;
+  counts: {
+    lost: number;
+    lostExcused: number;
+    duplicated: number;
+    framesAcknowledged: number;
+    sessionsFailed: number;
+  };
+  faultCounts: Record<string, number>;
+  verdicts: { name: string; ok: boolean; detail?: string }[];
+  failoverMs: { n: number } | null;
+}
+
 describe("chaos harness", () => {
-  it("a short sync run with primary kills and pauses and 20 ms kernels passes every check", async () => {
-    const out = join(dir, "short");
+  it.each([
+    ...MODES,
+  ])("a short %s run with primary kills and pauses and 20 ms kernels keeps the mode's promise", async (mode) => {
+    const out = join(dir, `short-${mode}`);
     const h = harness([
       "--mode",
-      "sync",
+      mode,
       "--lease",
       "peer",
       "--duration",
-      "50",
+      "20",
       "--faults",
       "kill,pause,restart",
       "--seed",
@@ -75,26 +93,24 @@ describe("chaos harness", () => {
     const code = await h.exited;
     if (code !== 0) console.error(h.output().slice(-6000));
     expect(code).toBe(0);
-    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as {
-      ok: boolean;
-      counts: {
-        lost: number;
-        duplicated: number;
-        framesAcknowledged: number;
-        sessionsFailed: number;
-      };
-      faultCounts: Record<string, number>;
-      verdicts: { name: string; ok: boolean }[];
-      failoverMs: { n: number } | null;
-    };
+    const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as ChaosReport;
+    const c = report.counts;
+    console.log(
+      `chaos ${mode}: ${c.framesAcknowledged} acknowledged, ${c.lost} lost (${c.lostExcused} reported to guests), ${c.duplicated} duplicated, ${c.sessionsFailed} sessions failed, faults ${JSON.stringify(report.faultCounts)}`,
+    );
     expect(report.ok).toBe(true);
-    expect(report.verdicts.every((v) => v.ok)).toBe(true);
-    expect(report.counts.lost).toBe(0);
-    expect(report.counts.duplicated).toBe(0);
-    expect(report.counts.sessionsFailed).toBe(0);
-    expect(report.counts.framesAcknowledged).toBeGreaterThan(1000);
-    expect(report.faultCounts.kill ?? 0).toBeGreaterThanOrEqual(3);
-    expect(report.faultCounts.pause ?? 0).toBeGreaterThanOrEqual(1);
+    expect(report.verdicts.filter((v) => !v.ok)).toEqual([]);
+    expect(c.duplicated).toBe(0);
+    if (keepsAcknowledged(mode)) {
+      expect(c.lost).toBe(0);
+      expect(c.sessionsFailed).toBe(0);
+    } else {
+      // async: a loss is allowed only as the client reported it to its guest, exactly.
+      expect(c.lost).toBe(c.lostExcused);
+      expect(c.sessionsFailed).toBeLessThanOrEqual(c.lost);
+    }
+    expect(c.framesAcknowledged).toBeGreaterThan(300);
+    expect(report.faultCounts.kill ?? 0).toBeGreaterThanOrEqual(1);
     expect(report.failoverMs?.n).toBe(
       (report.faultCounts.kill ?? 0) + (report.faultCounts.pause ?? 0),
     );
@@ -107,10 +123,12 @@ describe("chaos harness", () => {
       .split("\n")
       .map((l) => JSON.parse(l) as { kind: string; outcome: string; code?: number });
     const gemms = frames.filter((f) => f.kind === "gemm" && f.outcome === "ok" && f.code === 0);
-    expect(gemms.length).toBeGreaterThan(50);
-    expect(frames.filter((f) => f.kind === "gemm-read" && f.outcome === "ok").length).toBe(
-      frames.filter((f) => f.kind === "gemm" && f.outcome === "ok").length,
-    );
+    expect(gemms.length).toBeGreaterThan(10);
+    if (keepsAcknowledged(mode)) {
+      expect(frames.filter((f) => f.kind === "gemm-read" && f.outcome === "ok").length).toBe(
+        frames.filter((f) => f.kind === "gemm" && f.outcome === "ok").length,
+      );
+    }
   }, 150_000);
 
   it.each([

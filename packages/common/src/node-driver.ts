@@ -41,6 +41,8 @@ export interface NodeStandby<G, T> extends NodeRole<G> {
   seenEpoch(): number;
   primaryInSight(): boolean;
   readonly holdsReplica: boolean;
+  /** A takeover is decided and waits for the device's backlog (absent: never). */
+  readonly takingOver?: boolean;
   /** Guests parked during the promotion, for the new primary. */
   takeParked(): G[];
 }
@@ -220,6 +222,7 @@ export class NodeDriver<
       holdsReplica: s.holdsReplica,
       seenEpoch: s.seenEpoch(),
       canTakeOver: true,
+      takingOver: s.takingOver === true,
     };
   }
 

@@ -10,6 +10,7 @@ import {
   type DiscardedWork,
   ErrorCode,
   type FaultedFrame,
+  holdsStandbyDevice,
   type LeaseTerms,
   type Link,
   NOTHING_DISCARDED,
@@ -59,6 +60,8 @@ export interface PrimaryDriverOptions {
   /** This node starts the pair when no state survives (etcd: it may take the key first). */
   readonly configuredPrimary: boolean;
   readonly mode: ReplicationMode;
+  /** replication.holdStandbyDevice (absent: by the mode, core/release.ts holdsStandbyDevice). */
+  readonly holdStandbyDevice?: boolean;
   readonly lease: LeaseTerms;
   /** etcd mode: how often a node without the key tries to take it back; undefined: peer mode. */
   readonly etcdPollMs: number | undefined;
@@ -134,6 +137,8 @@ export class PrimaryDriver<S> {
           peerName: o.peerName,
           version: o.version,
           heartbeatMs: o.lease.heartbeatMs,
+          holdStandby: holdsStandbyDevice(o.mode, o.holdStandbyDevice),
+          deviceDoneSeq: () => this.deviceSeq(),
         },
         this.log,
         () => this.startSnapshot(),

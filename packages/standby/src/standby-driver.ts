@@ -178,6 +178,11 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     return last !== undefined && this.deps.now() - last < this.deps.lease.leaseMs;
   }
 
+  /** A takeover is decided and waits for the device to apply the received backlog. */
+  get takingOver(): boolean {
+    return this.machine.holdingTakeover;
+  }
+
   /**
    * This standby holds a replica (granted or not) with something in it — during a snapshot,
    * the one being replaced, intact until the snapshot completes.
@@ -194,6 +199,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
    */
   takeover(force = false): StandbyTakeover | undefined {
     // Everything received: the promotion waited for the device to apply it (backlogApplied).
+    this.releaseHeld(); // none left after a takeover that waited for the backlog
     const { backend, receivedSeq, faultedFrames } = this.receiver;
     if (backend && (this.receiver.eligible || force)) {
       return { backend, lastSeq: receivedSeq, faultedFrames: [...faultedFrames] };
@@ -225,6 +231,9 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
 
   /** One look of the lease watch (every heartbeat/2). */
   private watchLease(): void {
+    // A primary out of sight for a lease does no more device work that we know of: what we
+    // held for its device goes to ours (a takeover, a recovery or a rejoin may follow).
+    if (this.receiver.heldEntries > 0 && !this.primaryInSight()) this.releaseHeld();
     const actions = this.machine.tick(this.deps.now(), this.lastHeardMs(), this.facts());
     this.link.lastMessageMs = this.machine.heardMs;
     this.run(actions);
@@ -266,6 +275,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         );
         return;
       case "awaitDevice": {
+        this.releaseHeld();
         const backend = this.receiver.backend;
         const applied = () => this.run(machine.backlogApplied(deps.now(), this.facts()));
         if (backend === undefined) applied();
@@ -273,6 +283,15 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
         return;
       }
     }
+  }
+
+  /**
+   * The primary will do no more: what was held for its device goes to ours now (a frame its
+   * DeviceFault named is recorded DEVICE_FAULT instead of running).
+   */
+  private releaseHeld(): void {
+    this.receiver.releaseHeld();
+    this.afterStep();
   }
 
   /** NOT_PRIMARY, naming the primary only while it is known to be alive. */

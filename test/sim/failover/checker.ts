@@ -94,6 +94,11 @@ export interface PairView {
   liveStates(): readonly Backend[];
   /** Whether this node is a standby holding an eligible (granted) replica. */
   eligible(node: NodeName): boolean;
+  /**
+   * The frames (`session#n`) and sessions (`session#open`) the standby whose replica is
+   * `backend` received and holds for its primary's device: its, though not yet applied.
+   */
+  heldFrames(backend: Backend): ReadonlySet<string>;
 }
 
 type LossReason =
@@ -300,8 +305,9 @@ export class Checker {
     primary: SimPrimary | undefined,
   ): void {
     if (primary !== undefined) this.tenure(primary.tenure).ended = "crashed";
+    const holding = this.holdsIn(held);
     for (const key of this.releases.keys()) {
-      if (!held.some((b) => holds(b, key))) continue;
+      if (!holding(key)) continue;
       this.crashedHolder.set(key, Math.max(epoch, this.crashedHolder.get(key) ?? 0));
     }
     // What only this node held is gone: allowed when its peer could not have taken over.
@@ -323,11 +329,11 @@ export class Checker {
     reason: LossReason,
     allowed: (tags: readonly ReleaseTag[], key: string) => boolean,
   ): string[] {
-    const live = this.pair!.liveStates().filter((b) => !gone.includes(b));
+    const live = this.holdsIn(this.pair!.liveStates().filter((b) => !gone.includes(b)));
     const lost: string[] = [];
     for (const [key, tags] of this.releases) {
       if (this.lost.has(key)) continue;
-      if (live.some((b) => holds(b, key))) continue;
+      if (live(key)) continue;
       const ok = this.params.ackMode === "async" || allowed(tags, key);
       if (!ok) {
         const t = tags.map((g) => `tenure ${g.tenure}${g.degraded ? " degraded" : " leased"}`);
@@ -339,6 +345,12 @@ export class Checker {
       lost.push(key);
     }
     return lost;
+  }
+
+  /** Whether any of these states holds a key: applied, or received and held by a standby. */
+  private holdsIn(states: readonly Backend[]): (key: string) => boolean {
+    const held = states.map((b) => this.pair!.heldFrames(b));
+    return (key) => states.some((b) => holds(b, key)) || held.some((h) => h.has(key));
   }
 
   /**

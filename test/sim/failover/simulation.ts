@@ -71,6 +71,7 @@ export class FailoverSimulation {
       primaryOf: (node) => (this.nodes[node].process() ? this.nodes[node].primary : undefined),
       etcdLeader: () => this.etcd?.leaderNow,
       liveStates: () => this.liveStates(),
+      heldFrames: (backend) => this.heldFrames(backend),
       // etcd mode: the record, not the heartbeat, says which standby may take over.
       eligible: (node) => {
         const r = this.nodes[node].standby?.receiver;
@@ -487,6 +488,23 @@ export class FailoverSimulation {
       s.receiver.appliedSeq === p.log.lastSeq &&
       s.receiver.eligible
     );
+  }
+
+  /** What a standby whose replica is `backend` received and holds for its primary's device. */
+  private heldFrames(backend: Backend): Set<string> {
+    const keys = new Set<string>();
+    for (const n of NODES) {
+      const r = this.nodes[n].standby?.receiver;
+      if (r?.backend !== backend) continue;
+      for (const { body } of r.heldList) {
+        if (body.kind === "call") keys.add(`${body.sessionId}#${body.frame}`);
+        else if (body.kind === "sessionOpen") keys.add(`${body.sessionId}#open`);
+        else if (body.kind === "mmioPages" || body.kind === "mmioStore") {
+          for (const f of body.frames) keys.add(`${f.sessionId}#${f.frame}`);
+        }
+      }
+    }
+    return keys;
   }
 
   /** The states live processes hold that could serve: primaries' and replicas'. */

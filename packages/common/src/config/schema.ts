@@ -226,6 +226,14 @@ export const ConfigSchema = z
          * takeover adds to the lease: the default is lease.durationMs.
          */
         maxApplyLagMs: ms(1, 600_000).optional(),
+        /**
+         * The standby holds each entry's device work until the primary's device has done it,
+         * so a frame that hangs a device never runs on both nodes at once (the primary's
+         * watchdog fires, the standby takes over and answers it DEVICE_FAULT). Absent: on in
+         * async and sync, off in sync-applied (there it would put the two devices in series
+         * in every reply's path). Set on the primary; it tells its standby in its hello.
+         */
+        holdStandbyDevice: z.boolean().optional(),
         /** Applied entries kept so a reconnecting standby resumes without a snapshot. */
         retainBytes: bytes(0, 2 ** 40).default(64 * 1024 ** 2),
         maxBatchEntries: count(1, 65536).default(1024),
@@ -349,6 +357,14 @@ export const ConfigSchema = z
          * identity and refusals on a host without a GPU. Test-only: never in production.
          */
         webgpuModule: z.string().min(1).optional(),
+        /**
+         * Only launches of this kernel are delayed by kernelDelayMs (a frame that hangs every
+         * device while the rest run). Test-only: never in production.
+         */
+        kernelDelayOnly: z
+          .string()
+          .regex(/^[a-z0-9_]{1,64}$/)
+          .optional(),
       })
       .prefault({}),
     log: z

@@ -1,8 +1,8 @@
 // The replication stream's messages as domain types (wire form: replication.proto). Every
 // message carries the sender's epoch.
 
-import type { Entry } from "./entries.js";
-import type { ErrorCode } from "./errors.js";
+import type { Entry, FrameRecord } from "./entries.js";
+import { ErrorCode } from "./errors.js";
 import type { SnapshotChunk } from "./snapshot.js";
 
 export type PrimaryMessage =
@@ -28,6 +28,12 @@ export type PrimaryMessage =
       readonly entries: readonly Entry[];
       /** Summaries that needed the primary's device, for entries sent earlier or here. */
       readonly lateResults?: readonly LateResult[];
+      /**
+       * Present: the standby holds each entry's device work until the primary's device has
+       * done it, and that device has done every entry's work up to this seq (a holding primary
+       * sets it on every batch). Absent: the standby applies on receipt.
+       */
+      readonly primaryDoneSeq?: number;
     }
   | { readonly kind: "snapshot"; readonly epoch: number; readonly chunk: SnapshotChunk }
   | {
@@ -68,6 +74,20 @@ export interface FaultedFrame {
   readonly frame: number;
   /** The entry that carried it. */
   readonly seq: number;
+}
+
+/**
+ * How a faulted frame is consumed without running (its session records it, its cached reply
+ * is DEVICE_FAULT): by a new primary when the guest re-sends it, or by a standby that held it
+ * at its takeover.
+ */
+export function deviceFaultRecord(sessionId: string, frame: number): FrameRecord {
+  return {
+    sessionId,
+    frame,
+    code: ErrorCode.DEVICE_FAULT,
+    message: `frame ${frame} was running when the previous primary's device failed: not run again`,
+  };
 }
 
 export interface CheckpointResult {

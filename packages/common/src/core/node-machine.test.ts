@@ -1,8 +1,9 @@
 // Proves the node machine's decisions, driven by hand as the node driver would: a starting node
 // takes its role from a probe (peer mode) or the etcd rule (read, probe, acquire), a standalone
 // node persists epoch 1 on its first start; the watch probes only for a standby with no primary
-// in sight, one probe at a time, and starts the pair, takes over (forced) or waits; promotion
-// and step-down persist the new epoch BEFORE the role change (and an epoch never goes back);
+// in sight, one probe at a time (none while its own takeover waits for its backlog), and starts
+// the pair, takes over (forced) or waits; promotion and step-down persist the new epoch BEFORE
+// the role change (and an epoch never goes back);
 // answers to no request under way are ignored, and a stopped node changes no role.
 // Properties (fast-check): in any sequence of inputs every epoch change is a persist that comes
 // before the role change it belongs to, and persisted epochs only grow.
@@ -179,6 +180,14 @@ describe("NodeMachine watching for a primary (peer mode)", () => {
     const promoted = m.promote("recovery", { ...STANDBY, seenEpoch: 2 });
     expect(persisted(promoted)).toEqual([4]);
     expect(become(promoted)).toMatchObject({ role: "primary", state: "takeover" });
+  });
+
+  it("no recovery while the standby's own takeover waits for its device's backlog", () => {
+    const m = standbyAt(2);
+    expect(m.watch({ ...STANDBY, takingOver: true })).toEqual([]);
+    m.watch(STANDBY); // the probe went out before the takeover was decided
+    expect(m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, takingOver: true })).toEqual([]);
+    expect(m.role).toBe("standby");
   });
 
   it("maintenance mode holds the takeover", () => {

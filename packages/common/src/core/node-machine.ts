@@ -92,6 +92,11 @@ export interface StandbyView {
   readonly seenEpoch: number;
   /** It holds a replica it may take over with (forced or not, as asked). */
   readonly canTakeOver: boolean;
+  /**
+   * It has decided to take over and waits for its device to apply the received backlog: no
+   * recovery is decided meanwhile (it would promote before that backlog is applied).
+   */
+  readonly takingOver?: boolean;
 }
 
 type Pending =
@@ -184,6 +189,7 @@ export class NodeMachine {
   watch(standby: StandbyView | undefined): NodeAction[] {
     if (this.options.mode !== "peer" || this.stopping || this.role !== "standby") return [];
     if (this.pending.what !== "none" || standby === undefined || standby.primaryInSight) return [];
+    if (standby.takingOver === true) return [];
     this.pending = { what: "watchProbe" };
     return [note({ kind: "watchProbe" }), { kind: "probePeer" }];
   }
@@ -251,6 +257,7 @@ export class NodeMachine {
   ): NodeAction[] {
     this.pending = NONE;
     if (this.stopping || this.role !== "standby" || !standby || standby.primaryInSight) return [];
+    if (standby.takingOver === true) return [];
     const decided = standbyWithoutPrimary(
       {
         configured: this.options.configured,

@@ -36,6 +36,17 @@ export const REPLICATION_MODES = [
   "sync-applied",
 ] as const satisfies readonly ReplicationMode[];
 
+/**
+ * Whether the standby holds each entry's device work until the primary's device has done it
+ * (replication.holdStandbyDevice; docs/failure-model.md, "A device that fails"): a frame that
+ * hangs a device then never runs on both at once. Absent, it holds in `async` and `sync`
+ * (replies do not wait for the standby's device there) and not in `sync-applied`, where
+ * holding would put the two devices in series in every reply's path.
+ */
+export function holdsStandbyDevice(mode: ReplicationMode, setting?: boolean): boolean {
+  return setting ?? mode !== "sync-applied";
+}
+
 /** The primary's view of its standby's link (the sender's state). */
 export type StandbyLinkState = "streaming" | "snapshot" | "down";
 

@@ -229,6 +229,8 @@ const primaryMessages: PrimaryMessage[] = [
     ],
   },
   { kind: "deviceFault", epoch: 4, reason: "device thread exited", frames: [] },
+  { kind: "entries", epoch: 3, entries: entries.slice(0, 1), primaryDoneSeq: 2 ** 40 },
+  { kind: "entries", epoch: 3, entries: [], primaryDoneSeq: 0 },
 ];
 
 const standbyMessages: StandbyMessage[] = [

@@ -91,6 +91,7 @@ function encodePrimaryKind(m: PrimaryMessage, pack: Pack): WirePrimaryMessage["k
         value: create(EntryBatchSchema, {
           packed: m.entries.length > 0 ? pack(m.entries) : new Uint8Array(0),
           lateResults: (m.lateResults ?? []).map(encodeLateResult),
+          ...(m.primaryDoneSeq !== undefined ? { primaryDoneSeq: BigInt(m.primaryDoneSeq) } : {}),
         }),
       };
     case "snapshot":
@@ -198,8 +199,14 @@ function decodeEntries(
   unpacker: EntryUnpacker | undefined,
 ): PrimaryMessage {
   const entries = decodeEntryBatch(w, unpacker);
-  if (w.lateResults.length === 0) return { kind: "entries", epoch, entries };
-  return { kind: "entries", epoch, entries, lateResults: w.lateResults.map(decodeLateResult) };
+  const done = w.primaryDoneSeq;
+  return {
+    kind: "entries",
+    epoch,
+    entries,
+    ...(w.lateResults.length > 0 ? { lateResults: w.lateResults.map(decodeLateResult) } : {}),
+    ...(done !== undefined ? { primaryDoneSeq: toSafe(done, "primary done seq") } : {}),
+  };
 }
 
 function encodeLateResult(r: LateResult): WireLateResult {

@@ -66,6 +66,9 @@ export function modelExecutor(config: Config): ExecutorFactory | undefined {
     ? workerExecutor({
         maxCallMs: config.device.maxCallMs,
         kernelDelayMs: config.testing.kernelDelayMs,
+        ...(config.testing.kernelDelayOnly !== undefined
+          ? { kernelDelayOnly: config.testing.kernelDelayOnly }
+          : {}),
       })
     : undefined;
 }

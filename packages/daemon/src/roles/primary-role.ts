@@ -106,6 +106,7 @@ export class PrimaryRole implements Role {
         version: nodeVersion(config, deps.device),
         configuredPrimary: config.role === "primary",
         mode: r.mode,
+        ...(r.holdStandbyDevice !== undefined ? { holdStandbyDevice: r.holdStandbyDevice } : {}),
         lease: {
           leaseMs: t.durationMs,
           heartbeatMs: t.heartbeatMs,

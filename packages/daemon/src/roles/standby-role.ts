@@ -148,6 +148,10 @@ export class StandbyRole implements Role {
     return this.driver.holdsReplica;
   }
 
+  get takingOver(): boolean {
+    return this.driver.takingOver;
+  }
+
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);
@@ -254,6 +258,9 @@ export class StandbyRole implements Role {
           fields,
           "the primary's device failed: it steps down; its frame in flight is never run again here",
         );
+        return;
+      case "faultedNotRun":
+        logger.error(fields, "takeover: a frame the failed device was running is not run here");
         return;
     }
   }

@@ -9,8 +9,8 @@ import type { DeviceOp, OpResult } from "./ops.js";
 import { VramBuffer } from "./vram-buffer.js";
 
 export interface DeviceCoreOptions {
-  /** Called before every kernel run (the device thread's test delay); absent: none. */
-  readonly beforeKernel?: () => void;
+  /** Called before every kernel run with its name (the device thread's test delay). */
+  readonly beforeKernel?: (kernel: string) => void;
 }
 
 export class DeviceCore {
@@ -100,7 +100,7 @@ export class DeviceCore {
     const resolved: ResolvedArg[] = args.map((a) =>
       typeof a === "number" ? a : this.buffer(a.buffer),
     );
-    this.options.beforeKernel?.();
+    this.options.beforeKernel?.(name);
     kernel.run(resolved);
   }
 

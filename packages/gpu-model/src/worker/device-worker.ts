@@ -15,8 +15,15 @@ const start = workerData as WorkerStart;
 const watch = new Float64Array(start.watch);
 const scratch = new Int32Array(new SharedArrayBuffer(4));
 const delayMs = start.kernelDelayMs;
+const only = start.kernelDelayOnly;
 const core = new DeviceCore(
-  delayMs > 0 ? { beforeKernel: () => Atomics.wait(scratch, 0, 0, delayMs) } : {},
+  delayMs > 0
+    ? {
+        beforeKernel: (kernel) => {
+          if (only === undefined || kernel === only) Atomics.wait(scratch, 0, 0, delayMs);
+        },
+      }
+    : {},
 );
 const port = parentPort!;
 

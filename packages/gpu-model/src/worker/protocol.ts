@@ -5,6 +5,8 @@ import type { DeviceOp, OpResult } from "../device/ops.js";
 export interface WorkerStart {
   /** The device thread sleeps this long before every kernel run (testing.kernelDelayMs). */
   readonly kernelDelayMs: number;
+  /** Only launches of this kernel are delayed (testing.kernelDelayOnly); absent: all. */
+  readonly kernelDelayOnly?: string;
   /** [index of the operation running (0: none), when it started (ms since the epoch)]. */
   readonly watch: SharedArrayBuffer;
 }

@@ -24,6 +24,8 @@ export interface WorkerExecutorOptions {
   readonly maxCallMs: number;
   /** The device thread sleeps this long before every kernel run (testing.kernelDelayMs). */
   readonly kernelDelayMs?: number;
+  /** Only launches of this kernel are delayed (testing.kernelDelayOnly); absent: all. */
+  readonly kernelDelayOnly?: string;
   /**
    * Small operations up to this many bytes run on the submitting thread while the device
    * thread is idle (idle-inline.ts); 0: every operation crosses. Default INLINE_MAX_BYTES.
@@ -66,6 +68,9 @@ export class WorkerExecutor implements DeviceExecutor {
     this.inlineMaxBytes = options.inlineMaxBytes ?? INLINE_MAX_BYTES;
     const start: WorkerStart = {
       kernelDelayMs: options.kernelDelayMs ?? 0,
+      ...(options.kernelDelayOnly !== undefined
+        ? { kernelDelayOnly: options.kernelDelayOnly }
+        : {}),
       watch: this.watch.buffer as SharedArrayBuffer,
     };
     this.worker = new Worker(deviceWorkerUrl(), { workerData: start });

@@ -17,6 +17,17 @@ export interface SenderOptions {
   readonly heartbeatMs: number;
   readonly retransmitMs: number;
   readonly retainBytes: number;
+  /**
+   * Ask the standby to hold each entry's device work until this node's device has done it
+   * (core/release.ts holdsStandbyDevice), and tell it how far that is (deviceDoneSeq).
+   */
+  readonly holdStandby?: boolean;
+  /**
+   * The highest seq whose device work this node's device has completed (DeviceProgress.doneSeq);
+   * read at each poll while holdStandby, and taken at most up to the log's last seq then (a
+   * pending page batch's seq may count as done before its entry exists). Absent: every entry's.
+   */
+  readonly deviceDoneSeq?: () => number;
 }
 
 /** A snapshot being produced (SnapshotSource in gpu-model). */

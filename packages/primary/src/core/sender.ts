@@ -7,7 +7,10 @@
 // The standby acknowledges two seqs: received (handed to its device) and applied (its device
 // completed them). The window and resends follow the received one; what the log may drop and
 // the role's grant and back-pressure follow the applied one. Late results (what only the
-// primary's device could tell, log.addLate) follow their entries.
+// primary's device could tell, log.addLate) follow their entries. With holdStandby, the
+// standby holds each entry's device work until this node's device has done it: the done seq
+// rides on every entry batch (one with no entries when only it advanced), never waiting for a
+// kernel; its presence is what asks the standby to hold.
 // Gaps and duplicates are the receiver's business; the sender resends from a requested seq,
 // or from the last acknowledged one when acks stop coming (retransmitMs).
 import {
@@ -58,6 +61,10 @@ export class Sender {
   private sentSeq = 0;
   /** Late results of entries up to this seq are sent. */
   private lateSentSeq = 0;
+  /** The highest device done seq seen (a later digest's hashing may lower doneSeq a while). */
+  private deviceDoneHigh = 0;
+  /** The done seq last told on this connection (holdStandby). */
+  private doneSentSeq = 0;
   private snapshot: SnapshotProgress | undefined;
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   private lastProgressMs = 0;
@@ -144,6 +151,7 @@ export class Sender {
     this.versionRefused = false;
     this.state = "hello";
     this.pendingHello = true;
+    this.doneSentSeq = 0;
     this.lastProgressMs = nowMs;
     this.lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   }
@@ -437,6 +445,12 @@ export class Sender {
         syncReplica: this.syncGrant,
         maintenancePaused: this.maintenancePaused,
       });
+      // The done seq again while the standby has not applied up to it: a copy lost on the way
+      // would otherwise leave it holding for good once this device goes idle.
+      const done = this.doneSentSeq;
+      if (this.state === "streaming" && this.options.holdStandby && this.appliedSeq < done) {
+        out.push({ kind: "entries", epoch: this.epoch, entries: [], primaryDoneSeq: done });
+      }
     }
     return out;
   }
@@ -488,10 +502,46 @@ export class Sender {
       if (entries.length === 0) break;
       this.sentSeq = entries.at(-1)!.seq;
       this.totals.entriesSent += entries.length;
-      out.push({ kind: "entries", epoch: this.epoch, entries, ...this.lateUpTo(this.sentSeq) });
+      out.push({
+        kind: "entries",
+        epoch: this.epoch,
+        entries,
+        ...this.lateUpTo(this.sentSeq),
+        ...this.doneUpTo(this.sentSeq),
+      });
     }
     const late = this.lateUpTo(this.sentSeq);
-    if (late.lateResults) out.push({ kind: "entries", epoch: this.epoch, entries: [], ...late });
+    const advanced = this.doneAdvanced(this.sentSeq);
+    if (late.lateResults || advanced) {
+      out.push({
+        kind: "entries",
+        epoch: this.epoch,
+        entries: [],
+        ...late,
+        ...this.doneUpTo(this.sentSeq),
+      });
+    }
+  }
+
+  /** Whether the device done seq (at most `seq`) moved past the one last told (holdStandby). */
+  private doneAdvanced(seq: number): boolean {
+    if (this.options.holdStandby !== true) return false;
+    // Never past the log as it is now: work of an entry appended later is not done by this.
+    const now = Math.min(this.options.deviceDoneSeq?.() ?? this.log.lastSeq, this.log.lastSeq);
+    if (now > this.deviceDoneHigh) this.deviceDoneHigh = now;
+    return Math.min(this.deviceDoneHigh, seq) > this.doneSentSeq;
+  }
+
+  /**
+   * What every entry batch carries while holdStandby: the device done seq, at most `seq` (what
+   * the standby was sent). Absent otherwise: the standby then applies on receipt.
+   */
+  private doneUpTo(seq: number): { primaryDoneSeq?: number } {
+    if (this.options.holdStandby !== true) return {};
+    this.doneAdvanced(seq);
+    const done = Math.max(this.doneSentSeq, Math.min(this.deviceDoneHigh, seq));
+    this.doneSentSeq = done;
+    return { primaryDoneSeq: done };
   }
 
   /** The late results not yet sent of entries up to `seq` (sent already or in this batch). */

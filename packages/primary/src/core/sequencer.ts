@@ -15,6 +15,7 @@
 import {
   type Call,
   type CallResult,
+  deviceFaultRecord,
   EMPTY_DELTA,
   ErrorCode,
   type FaultedFrame,
@@ -211,12 +212,7 @@ export class Sequencer {
     const numbers = this.faulted.get(session.id)!;
     numbers.delete(number);
     if (numbers.size === 0) this.faulted.delete(session.id);
-    const record: FrameRecord = {
-      sessionId: session.id,
-      frame: number,
-      code: ErrorCode.DEVICE_FAULT,
-      message: `frame ${number} was running when the previous primary's device failed: not run again`,
-    };
+    const record = deviceFaultRecord(session.id, number);
     this.flushMmio();
     const refused = this.backend.recordFrame(record); // the session's next frame: cannot fail
     invariant(refused === null, `faulted frame not recorded: ${refused?.message}`);

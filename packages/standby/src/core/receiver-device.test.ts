@@ -5,68 +5,22 @@
 // device's are in, whichever comes first; a mismatch found then is divergence.
 import type { Entry, EntryBody, PrimaryMessage, StandbyMessage } from "@vgpu-ha/common/core";
 import { ErrorCode } from "@vgpu-ha/common/core";
-import {
-  Backend,
-  type BackendOptions,
-  computeDigest,
-  digestWhenDone,
-  ManualExecutor,
-  summarizeResult,
-} from "@vgpu-ha/gpu-model";
+import { Backend, computeDigest, digestWhenDone, ManualExecutor } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
+import { deviceTestOptions, TestPrimary } from "../testing/test-primary.js";
 import { Receiver } from "./receiver.js";
 
-const options = (seed: number, executor?: ManualExecutor): BackendOptions => ({
-  ...(executor ? { executor: () => executor } : {}),
-  device: { seed, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
-  tenants: new Map([["t", { vramBytes: 1 << 20, bos: 8, contexts: 8 }]]),
-  session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
-  maxDmaBytes: 1 << 16,
-  maxStoresPerBatch: 16,
-  trackMmio: false,
-});
+const options = deviceTestOptions;
 
-const NO_DIGEST = new Uint8Array(0);
 const data = new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]);
 
-/** The primary's side: a backend of another seed; entries as the sequencer makes them. */
-class Primary {
-  readonly backend = new Backend(options(7));
-  readonly entries: Entry[] = [];
-  /** The output digests the primary's device produced, by seq. */
-  readonly outputs = new Map<number, Uint8Array>();
-  private frame = 0;
-
+/** The primary's side, with a context, a buffer and a write to it (seqs 2..4). */
+class Primary extends TestPrimary {
   constructor() {
-    this.backend.openSession("s", "t");
-    this.push({ kind: "sessionOpen", sessionId: "s", tenant: "t" });
+    super();
     this.call({ op: "contextCreate" });
     this.call({ op: "boAlloc", context: 1, sizeBytes: 4096 });
     this.call({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data });
-  }
-
-  call(call: Extract<EntryBody, { kind: "call" }>["call"]): number {
-    const session = this.backend.sessions.get("s")!;
-    const number = ++this.frame;
-    const outcome = this.backend.applyFrame(session, { number, body: { kind: "call", call } });
-    const summary = summarizeResult(outcome.result);
-    const late = outcome.result.output.kind === "data";
-    const seq = this.push({
-      kind: "call",
-      sessionId: "s",
-      frame: number,
-      call,
-      handles: { contextsCreated: [], contextsDestroyed: [], bosAssigned: [], bosReleased: [] },
-      result: late ? { code: summary.code, outputDigest: NO_DIGEST } : summary,
-    });
-    if (late) this.outputs.set(seq, summary.outputDigest);
-    return seq;
-  }
-
-  push(body: EntryBody): number {
-    const seq = this.entries.length + 1;
-    this.entries.push({ seq, body });
-    return seq;
   }
 }
 

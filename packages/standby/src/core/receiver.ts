@@ -10,6 +10,14 @@
 // digest — are compared once both sides have theirs: the primary's come as late results, ours
 // from the device (deviceResult, called back after the device). What such a later input has
 // to say goes out through poll().
+//
+// Holding (a primary asks for it by sending its device's done seq on every entry batch:
+// core/release.ts holdsStandbyDevice): a received entry waits here until the primary's device
+// has done it, and only then is handed to the backend. A frame that hangs a device so never runs
+// on both nodes at once: the primary's watchdog fires first, it names the frame (DeviceFault),
+// and once it is gone (releaseHeld: its lease ran out, or a takeover) that frame is recorded
+// as DEVICE_FAULT instead of running, and every other held entry goes to the device before the
+// node serves. Receipt acks do not wait.
 import type {
   CheckpointResult,
   Entry,
@@ -20,9 +28,10 @@ import type {
   SnapshotChunk,
   StandbyMessage,
 } from "@vgpu-ha/common/core";
-import { ErrorCode, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common/core";
+import { deviceFaultRecord, ErrorCode, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
 import { digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
+import Denque from "denque";
 import { type ApplyResult, applyEntry } from "./applier.js";
 import { LateChecks, type LateOutcome } from "./late-checks.js";
 
@@ -52,7 +61,8 @@ export interface ReceiverEvent {
     | "gap"
     | "handover"
     | "handoverRefused"
-    | "deviceFault";
+    | "deviceFault"
+    | "faultedNotRun";
   readonly seq: number;
   readonly detail: string;
 }
@@ -61,8 +71,18 @@ export class Receiver {
   readonly options: ReceiverOptions;
   backend: Backend | undefined;
   state: ReceiverState = "empty";
-  /** Every entry up to it is handed to the backend (its device runs them in order). */
+  /** Every entry up to it is received: handed to the backend, or held (holdingDevice). */
   receivedSeq = 0;
+  /** Every entry up to it is handed to the backend (its device runs them in order). */
+  submittedSeq = 0;
+  /** The primary asks us to hold device work until its device has done it (its last batch). */
+  holdingDevice = false;
+  /** The primary's device has done every entry's work up to this seq (its entry batches). */
+  primaryDoneSeq = 0;
+  /** Received entries not yet handed to the backend (holding), oldest first. */
+  private readonly held = new Denque<Entry>();
+  /** Faulted frames a takeover recorded as DEVICE_FAULT without running them. */
+  faultedNotRun = 0;
   epoch: number;
   private sink: SnapshotSink | undefined;
   /**
@@ -97,7 +117,7 @@ export class Receiver {
     if (b === undefined) return this.receivedSeq;
     // Never backwards: work queued later under the same seq tag (a digest's hashing) is not
     // the entry's own work, which was complete once the device said so.
-    const done = b.progress.doneSeq(this.receivedSeq);
+    const done = b.progress.doneSeq(this.submittedSeq);
     if (done > this.appliedHigh) this.appliedHigh = done;
     return this.appliedHigh;
   }
@@ -113,9 +133,26 @@ export class Receiver {
   /** Late comparisons dropped because the primary's result was lost with a broken link. */
   lateUnchecked = 0;
 
-  /** Entries received and not yet applied (the backlog a promotion must wait for). */
+  /** Entries received and not yet applied, held ones included (what a promotion waits for). */
   get backlog(): number {
     return this.receivedSeq - this.appliedSeq;
+  }
+
+  /** Entries received and held until the primary's device has done them. */
+  get heldEntries(): number {
+    return this.held.length;
+  }
+
+  /** The held entries, oldest first (for simulators and tests: a copy). */
+  get heldList(): readonly Entry[] {
+    return this.held.toArray();
+  }
+
+  /** The seqs of the first and last held entries (undefined: none held). */
+  get heldRange(): { readonly first: number; readonly last: number } | undefined {
+    const first = this.held.peekFront();
+    const last = this.held.peekBack();
+    return first && last ? { first: first.seq, last: last.seq } : undefined;
   }
   /** Frames a failed primary device was running (its DeviceFault), newest last. */
   readonly faultedFrames: FaultedFrame[] = [];
@@ -131,9 +168,12 @@ export class Receiver {
    * primary's revocation.
    */
   granted = false;
-  /** A handover announced at this seq, with this replica's digest there. */
+  /**
+   * A handover announced at this seq, with this replica's digest there (undefined: not yet
+   * taken; `started`: the device is hashing it — once every entry up to lastSeq is submitted).
+   */
   private announcedHandover:
-    | { readonly lastSeq: number; readonly digest: string | undefined }
+    | { readonly lastSeq: number; readonly digest: string | undefined; started?: boolean }
     | undefined;
   /** A handover whose digest came before ours was taken: answered once it is. */
   private pendingHandover: { readonly lastSeq: number; readonly digest: string } | undefined;
@@ -222,6 +262,7 @@ export class Receiver {
     if (message.epoch > this.epoch) {
       this.granted = false; // a new primary grants anew, on its own clock
       this.lastHeartbeatUs = 0;
+      this.primaryDoneSeq = 0; // and tells its own device's progress
     }
     this.epoch = message.epoch;
     switch (message.kind) {
@@ -235,9 +276,9 @@ export class Receiver {
         this.granted = message.syncReplica && this.state === "replica";
         return [this.ack()];
       case "entries": {
-        const out = this.onEntries(message.entries);
+        const out = this.onEntries(message.entries, message.primaryDoneSeq);
         if (message.lateResults && this.state === "replica") {
-          for (const r of message.lateResults) this.settle(this.late.theirs(r, this.receivedSeq));
+          for (const r of message.lateResults) this.settle(this.late.theirs(r, this.submittedSeq));
         }
         return out;
       }
@@ -299,10 +340,21 @@ export class Receiver {
     return [this.ack()];
   }
 
-  /** Takes this replica's digest at `lastSeq` (all of it applied) through the device. */
+  /**
+   * Takes this replica's digest at `lastSeq` (all of it applied) through the device — once
+   * every entry up to it is handed to the device (held ones wait for the primary's).
+   */
   private digestAt(lastSeq: number): void {
-    const generation = this.generation;
     this.announcedHandover = { lastSeq, digest: undefined };
+    this.startDigest();
+  }
+
+  private startDigest(): void {
+    const a = this.announcedHandover;
+    if (a === undefined || a.started === true || this.submittedSeq < a.lastSeq) return;
+    a.started = true;
+    const { lastSeq } = a;
+    const generation = this.generation;
     digestWhenDone(this.backend!, (d) => {
       const announced = this.announcedHandover;
       if (generation !== this.generation || announced?.lastSeq !== lastSeq) return;
@@ -368,41 +420,114 @@ export class Receiver {
     if (this.backend !== backend) this.backend?.close(); // the replaced replica's device thread ends
     this.backend = backend;
     this.receivedSeq = seq;
+    this.submittedSeq = seq;
+    this.held.clear();
     this.ackedAppliedSeq = 0;
     this.appliedHigh = 0;
     this.generation++;
     this.late.clear();
   }
 
-  private onEntries(entries: readonly Entry[]): StandbyMessage[] {
+  private onEntries(entries: readonly Entry[], primaryDoneSeq?: number): StandbyMessage[] {
     if (this.state !== "replica") return [this.ack()];
-    const backend = this.backend!;
+    // A batch without the done seq: the primary does not ask to hold (what was held goes now).
+    this.holdingDevice = primaryDoneSeq !== undefined;
+    if (primaryDoneSeq !== undefined && primaryDoneSeq > this.primaryDoneSeq) {
+      this.primaryDoneSeq = primaryDoneSeq;
+    }
+    let gap: StandbyMessage | undefined;
     for (const entry of entries) {
       if (entry.seq <= this.receivedSeq) continue; // duplicate: already received
       if (entry.seq !== this.receivedSeq + 1) {
         // A gap: never applied. Ask once per position.
-        if (this.gapReportedAt === this.receivedSeq) return [this.ack()];
+        if (this.gapReportedAt === this.receivedSeq) break;
         this.gapReportedAt = this.receivedSeq;
         this.events.push({ kind: "gap", seq: this.receivedSeq, detail: `got ${entry.seq}` });
-        return [
-          this.ack(),
-          {
-            kind: "resync",
-            epoch: this.epoch,
-            reason: "gap",
-            fromSeq: this.receivedSeq + 1,
-            detail: `got ${entry.seq}`,
-          },
-        ];
+        gap = {
+          kind: "resync",
+          epoch: this.epoch,
+          reason: "gap",
+          fromSeq: this.receivedSeq + 1,
+          detail: `got ${entry.seq}`,
+        };
+        break;
       }
-      const result = (this.options.apply ?? applyEntry)(backend, entry);
-      if (!result.ok) return this.diverge(entry.seq, result.divergence);
+      this.held.push(entry);
       this.receivedSeq = entry.seq;
-      this.appliedEntries++;
-      if (result.late) this.awaitDevice(entry, result.late);
-      if (this.state !== "replica") return this.withOutbox([]); // a device result diverged
     }
-    return [this.ack()];
+    const failed = this.submitHeld();
+    if (failed !== undefined) return failed;
+    return gap === undefined ? [this.ack()] : [this.ack(), gap];
+  }
+
+  /**
+   * Hands held entries to the backend, in order, while the primary's device has done them (or
+   * all of them when not holding). Returns what to send if one diverged.
+   */
+  private submitHeld(): StandbyMessage[] | undefined {
+    while (this.state === "replica" && !this.held.isEmpty()) {
+      const entry = this.held.peekFront()!;
+      if (this.holdingDevice && entry.seq > this.primaryDoneSeq) break;
+      this.held.shift();
+      const failed = this.submit(entry);
+      if (failed !== undefined) return failed;
+    }
+    this.startDigest();
+    return undefined;
+  }
+
+  /** Applies one entry: its code checked at once, its device work queued under its seq. */
+  private submit(entry: Entry): StandbyMessage[] | undefined {
+    const result = (this.options.apply ?? applyEntry)(this.backend!, entry);
+    if (!result.ok) return this.diverge(entry.seq, result.divergence);
+    this.submittedSeq = entry.seq;
+    this.appliedEntries++;
+    if (result.late) this.awaitDevice(entry, result.late);
+    if (this.state !== "replica") return this.withOutbox([]); // a device result diverged
+    return undefined;
+  }
+
+  /**
+   * The primary will do no more (a takeover; or its lease ran out: it is dead, hung or cut off),
+   * so nothing is held any longer — what it acknowledged must be in this replica. Each held entry
+   * whose frame the primary's DeviceFault named (its device was running it when it failed) is
+   * recorded as DEVICE_FAULT — consumed, never run: it may hang this device too — and every
+   * other held entry is handed to the device, which applies them before the node serves (the
+   * takeover waits for the backlog). What a divergence among them says goes out via poll().
+   */
+  releaseHeld(): void {
+    this.holdingDevice = false;
+    while (this.state === "replica" && !this.held.isEmpty()) {
+      const entry = this.held.shift()!;
+      const failed = this.isFaulted(entry) ? this.notRun(entry) : this.submit(entry);
+      if (failed !== undefined) this.outbox.push(...failed.filter((m) => m.kind !== "ack"));
+    }
+    this.held.clear();
+  }
+
+  private isFaulted(entry: Entry): boolean {
+    const b = entry.body;
+    if (b.kind !== "call") return false;
+    return this.faultedFrames.some(
+      (f) => f.seq === entry.seq && f.sessionId === b.sessionId && f.frame === b.frame,
+    );
+  }
+
+  /** Consumes a faulted frame without running it (as a new primary does on its re-send). */
+  private notRun(entry: Entry): StandbyMessage[] | undefined {
+    const body = entry.body as Extract<Entry["body"], { kind: "call" }>;
+    const backend = this.backend!;
+    backend.progress.beginSeq(entry.seq);
+    const failure = backend.recordFrame(deviceFaultRecord(body.sessionId, body.frame));
+    if (failure) return this.diverge(entry.seq, `faulted frame ${body.frame}: ${failure.message}`);
+    this.submittedSeq = entry.seq;
+    this.faultedNotRun++;
+    this.events.push({
+      kind: "faultedNotRun",
+      seq: entry.seq,
+      detail: `${body.sessionId}#${body.frame} (${body.call.op === "kernelLaunch" ? body.call.kernel : body.call.op}) answered DEVICE_FAULT, not run`,
+    });
+    return undefined;
   }
 
   /**
@@ -438,6 +563,7 @@ export class Receiver {
 
   private diverge(seq: number, detail: string): StandbyMessage[] {
     this.state = "diverged";
+    this.held.clear();
     this.late.clear();
     this.granted = false;
     this.announcedHandover = undefined;

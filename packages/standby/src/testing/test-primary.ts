@@ -1,0 +1,61 @@
+// A primary's side for the receiver's tests: a backend of another seed than the standby's, and
+// entries as the sequencer makes them (seq 1 opens session "s" of tenant "t"; a call whose
+// output is data leaves with an empty digest, kept in `outputs` for its late result).
+import type { Entry, EntryBody } from "@vgpu-ha/common/core";
+import {
+  Backend,
+  type BackendOptions,
+  type ManualExecutor,
+  summarizeResult,
+} from "@vgpu-ha/gpu-model";
+
+/** Small backend options with tenant "t"; `executor`: a device run by the test. */
+export const deviceTestOptions = (seed: number, executor?: ManualExecutor): BackendOptions => ({
+  ...(executor ? { executor: () => executor } : {}),
+  device: { seed, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
+  tenants: new Map([["t", { vramBytes: 1 << 20, bos: 8, contexts: 8 }]]),
+  session: { replyCacheFrames: 16, replyCacheBytes: 1 << 16 },
+  maxDmaBytes: 1 << 16,
+  maxStoresPerBatch: 16,
+  trackMmio: false,
+});
+
+type CallBody = Extract<EntryBody, { kind: "call" }>["call"];
+
+export class TestPrimary {
+  readonly backend = new Backend(deviceTestOptions(7));
+  readonly entries: Entry[] = [];
+  /** The output digests the primary's device produced, by seq. */
+  readonly outputs = new Map<number, Uint8Array>();
+  private frame = 0;
+
+  constructor() {
+    this.backend.openSession("s", "t");
+    this.push({ kind: "sessionOpen", sessionId: "s", tenant: "t" });
+  }
+
+  /** Applies a call of session "s" here and appends its entry; returns its seq. */
+  call(call: CallBody): number {
+    const session = this.backend.sessions.get("s")!;
+    const number = ++this.frame;
+    const outcome = this.backend.applyFrame(session, { number, body: { kind: "call", call } });
+    const summary = summarizeResult(outcome.result);
+    const late = outcome.result.output.kind === "data";
+    const seq = this.push({
+      kind: "call",
+      sessionId: "s",
+      frame: number,
+      call,
+      handles: { contextsCreated: [], contextsDestroyed: [], bosAssigned: [], bosReleased: [] },
+      result: late ? { code: summary.code, outputDigest: new Uint8Array(0) } : summary,
+    });
+    if (late) this.outputs.set(seq, summary.outputDigest);
+    return seq;
+  }
+
+  push(body: EntryBody): number {
+    const seq = this.entries.length + 1;
+    this.entries.push({ seq, body });
+    return seq;
+  }
+}
