@@ -2,6 +2,7 @@
 // latency of this build against another (before-build.ts: `--before REV|DIR`, HEAD~1 by
 // default), all four set-ups running side by side and visited in rotating order each round.
 // Throughputs and latencies are medians of rounds; now/before ratios medians of per-round ratios.
+import os from "node:os";
 import { otherBuild } from "./before-build.js";
 import { type Cluster, startPair, startStandalone } from "./cluster.js";
 import { CALL_WINDOW, type CpuUse, latency, smallCalls } from "./guest-workload.js";
@@ -80,7 +81,7 @@ export function beforeMetrics(r: BeforeAfter): Metric[] {
         {
           name: `${setup}_small_calls_per_s_8_${which}`,
           value: median(perSecond(`${setup}_${which}`)),
-          unit: `calls/s (median of ${rounds.length}; node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %, machine ${cpu((u) => u.machinePct).toFixed(0)} % of 200)`,
+          unit: `calls/s (median of ${rounds.length}; node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %, machine ${cpu((u) => u.machinePct).toFixed(0)} % of ${os.cpus().length * 100})`,
         },
         {
           name: `${setup}_call_latency_p50_us_${which}`,

@@ -3,6 +3,7 @@
 // order (ABC, BCA, CAB, …), so load from elsewhere on the machine falls on every mode alike.
 // A throughput is the median of its rounds; a ratio between modes is the median of the
 // per-round ratios (each from measurements taken one after the other).
+import os from "node:os";
 import { type Cluster, startPair, startStandalone } from "./cluster.js";
 import { profilePhase } from "./cpu-profile.js";
 import {
@@ -104,7 +105,7 @@ export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
       {
         name: `${mode}_small_calls_8_cpu_us_per_call`,
         value: median(x.calls8.map(cpuUsPerCall)),
-        unit: `CPU us (client ${cpu((u) => u.clientPct).toFixed(0)} %, node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %${standby}, machine ${cpu((u) => u.machinePct).toFixed(0)} % of 200)`,
+        unit: `CPU us (client ${cpu((u) => u.clientPct).toFixed(0)} %, node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %${standby}, machine ${cpu((u) => u.machinePct).toFixed(0)} % of ${os.cpus().length * 100})`,
       },
       {
         name: `${mode}_small_calls_8_node_cpu_us_per_call`,

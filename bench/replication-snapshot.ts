@@ -1,5 +1,6 @@
 // A fresh standby catching up by snapshot from 256 MiB and then 1 GiB of buffers (see
 // snapshot-catch-up.ts for the method); the rate against raw loopback TCP.
+import os from "node:os";
 import type { Metric } from "./report.js";
 import { type SnapshotCatchUp, snapshotCatchUp } from "./snapshot-catch-up.js";
 
@@ -48,7 +49,7 @@ export function snapshotMetrics(
       {
         name: `${p}_cpu_primary_pct`,
         value: s.primaryCpuPct,
-        unit: `% (standby ${s.standbyCpuPct.toFixed(0)} %, client ${s.clientCpuPct.toFixed(0)} %, machine ${s.machineCpuPct.toFixed(0)} % of 200)`,
+        unit: `% (standby ${s.standbyCpuPct.toFixed(0)} %, client ${s.clientCpuPct.toFixed(0)} %, machine ${s.machineCpuPct.toFixed(0)} % of ${os.cpus().length * 100})`,
       },
     );
     if (rawMbPerSecond !== undefined) {

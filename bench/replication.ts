@@ -225,7 +225,7 @@ function notes(loadBefore: number[], wallSeconds: number, phases: Set<Phase>): s
     before: BEFORE_NOTE,
   };
   return [
-    `${os.cpus().length} cores shared by the benchmark client, every node (primary, standby), the counting proxy and anything else running on the machine; load average at start ${loadBefore.map((l) => l.toFixed(2)).join(" ")}; the *_cpu_* rows give client/node/standby CPU and the whole machine's busy CPU (of 200 %) while measuring`,
+    `${os.cpus().length} cores shared by the benchmark client, every node (primary, standby), the counting proxy and anything else running on the machine; load average at start ${loadBefore.map((l) => l.toFixed(2)).join(" ")}; the *_cpu_* rows give client/node/standby CPU and the whole machine's busy CPU (of ${os.cpus().length * 100} %) while measuring`,
     ...PHASES.filter((p) => phases.has(p)).map((p) => phaseNotes[p]),
     `whole run ${wallSeconds.toFixed(0)} s`,
     ...PIN_NOTE(),
