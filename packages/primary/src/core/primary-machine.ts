@@ -221,6 +221,9 @@ export class PrimaryMachine {
     const s = this.sender;
     if (this.options.mode === "async" || grantBinds(this.grant) || s.state !== "streaming")
       return false;
+    // Serving alone (degraded), what goes out is solo work: the standby catching up is then
+    // the only other copy of it, so replies wait for it however far behind it is.
+    if (this.lease !== "leased") return false;
     return this.log.lagAfter(s.appliedSeq, nowMs).seconds * 1000 > this.options.maxApplyLagMs / 2;
   }
 
