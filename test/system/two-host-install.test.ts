@@ -26,6 +26,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Cleanup } from "../chaos/cleanup.js";
 import {
@@ -340,7 +341,7 @@ describe.skipIf(!dpkgDeb || !sysusers || !ip || !netns.ok)("two hosts from the p
     expect(row(status.out, "host-b")).toEqual(expect.arrayContaining(["primary", VERSION, "yes"]));
     expect(row(status.out, "host-b").some((c) => c.endsWith("/streaming"))).toBe(true);
     expect(status.out).toContain(
-      `host-b: peer host-a runs vgpud ${NEXT} (replication protocol 1), this node ${VERSION}`,
+      `host-b: peer host-a runs vgpud ${NEXT} (replication protocol ${REPLICATION_PROTOCOL_VERSION}), this node ${VERSION}`,
     );
     const verify = vgpuctl("verify");
     expect(verify.code, verify.out + verify.err).toBe(0);
