@@ -187,6 +187,20 @@ describe("the machine's release in each mode", () => {
     return s;
   }
 
+  /** Sync, streaming: applied 5, received 7, released 6, so without the grant. */
+  function ungranted() {
+    const u = new MachineSetup({ mode: "sync" });
+    u.machine.start(u.facts(), false);
+    u.append(5);
+    u.connect();
+    u.append(2);
+    u.sender.poll(u.nowMs);
+    u.releasedSeq = 6;
+    u.ack(5, { receivedSeq: 7 });
+    u.machine.progress(u.facts());
+    return u;
+  }
+
   it("sync releases what the standby received; sync-applied what it applied", () => {
     for (const [mode, expected] of [
       ["sync", 8],
@@ -218,15 +232,7 @@ describe("the machine's release in each mode", () => {
     s.machine.progress(s.facts());
     expect(s.machine.grant.granted).toBe(true); // applied 5 (the hello) covers what went out
     // Ungranted replies wait for the applied seq even in sync mode.
-    const u = new MachineSetup({ mode: "sync" });
-    u.machine.start(u.facts(), false);
-    u.append(5);
-    u.connect();
-    u.append(2);
-    u.sender.poll(u.nowMs);
-    u.releasedSeq = 6;
-    u.ack(5, { receivedSeq: 7 });
-    u.machine.progress(u.facts());
+    const u = ungranted();
     expect(u.machine.grant.granted).toBe(false);
     expect(u.machine.releasable(u.facts())).toBe(5);
   });
@@ -251,15 +257,7 @@ describe("the machine's release in each mode", () => {
   it("serves guests while a standby without the grant is far behind, and waits for it once near", () => {
     // Just after a snapshot: entries 6 and 7 went out while the standby installed it; it has
     // applied 5 and received 7, so it has not earned the grant (released 6 > applied 5).
-    const u = new MachineSetup({ mode: "sync" });
-    u.machine.start(u.facts(), false);
-    u.append(5);
-    u.connect();
-    u.append(2);
-    u.sender.poll(u.nowMs);
-    u.releasedSeq = 6;
-    u.ack(5, { receivedSeq: 7 });
-    u.machine.progress(u.facts());
+    const u = ungranted();
     expect(u.machine.grant.granted).toBe(false);
     // Entry 6 waits 151 ms to be applied, over half of maxApplyLagMs (300): far behind, it
     // cannot take over, so replies go out and the apply-lag bound holds nobody back.
