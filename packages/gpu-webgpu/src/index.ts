@@ -9,6 +9,8 @@ export {
 export { ExecutorDriver } from "./driver.js";
 export { LAUNCH_KERNELS } from "./encode-launch.js";
 export { WebGpuExecutor, type WebGpuExecutorOptions } from "./executor.js";
+export { GEMM_DEPTH, gemmWgsl } from "./wgsl/gemm.js";
+export { PARAM_BYTES, PARAM_WORDS, PRELUDE } from "./wgsl/prelude.js";
 export {
   checkGoldenVectors,
   compareGolden,
