@@ -9,8 +9,6 @@ export {
 export { ExecutorDriver } from "./driver.js";
 export { LAUNCH_KERNELS } from "./encode-launch.js";
 export { WebGpuExecutor, type WebGpuExecutorOptions } from "./executor.js";
-export { GEMM_DEPTH, gemmWgsl } from "./wgsl/gemm.js";
-export { PARAM_BYTES, PARAM_WORDS, PRELUDE } from "./wgsl/prelude.js";
 export {
   checkGoldenVectors,
   compareGolden,
@@ -19,3 +17,5 @@ export {
   type GoldenReport,
   goldenCaseOps,
 } from "./golden.js";
+export { GEMM_DEPTH, gemmWgsl } from "./wgsl/gemm.js";
+export { PARAM_BYTES, PARAM_WORDS, PRELUDE } from "./wgsl/prelude.js";
