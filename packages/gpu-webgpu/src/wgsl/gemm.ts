@@ -11,9 +11,10 @@
 // every sum is a multiple of 2^-125 or at least 2^-103 in magnitude (the bound the CPU model's
 // fast tiles use), so nothing can be subnormal and the flushes change no bit: a full chunk runs
 // s = (a*b) * one + s alone. The two least exponents live in one of two slots by chunk parity,
-// so a chunk needs no barrier beyond the two around its shared-memory tiles: the slot of the
-// next chunk is reset by invocation 0 after every invocation read it (before this chunk's
-// loads) and before anyone writes it (after this chunk's end).
+// so a chunk needs no barrier beyond the two around its shared-memory tiles: after this
+// chunk's second barrier, invocation 0 resets the other slot — every invocation read it in the
+// previous chunk, before this chunk's first barrier, and the next chunk writes it only after
+// its own first barrier.
 // a0 = m, a1 = n, a2 = k, a3 = tiles across n. Tiles are numbered flat (prelude's 2-D grid).
 export const GEMM_TILE = 128;
 /** Values of p per shared-memory chunk. */
