@@ -7,12 +7,10 @@
 // node starts, on the other role, and once it stops). The node sets them on each role change.
 
 import type { Http2Server } from "node:http2";
-import { createServer as createNetServer } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { addService, invariant, type ServiceHandlers, wire } from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
 import { type GuestListenerOptions, listenGuest } from "./guest-listener.js";
-import { listenOn } from "./listen-on.js";
 import { listenTls, type TlsPortOptions } from "./tls-listener.js";
 
 export interface GrpcServer {
@@ -88,7 +86,7 @@ export async function startGrpcServer(
     health.setStatus("", status);
     health.setStatus(register.serviceName, status);
   };
-  let front: { port: number; close(): void; streamsOf?(peer: string): number };
+  let front: { port: number; close(): void; streamsOf?(peer: string): number } | undefined;
   if (options.guard) {
     // TCP (and TLS) end in our listener, which counts and refuses; gRPC gets the stream.
     const { injector, http2 } = injectorWithServer(server);
@@ -100,25 +98,22 @@ export async function startGrpcServer(
     // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
     const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     front = await listenTls(listen, injector, options.tls);
-  } else {
-    // Plain TCP ends in our listener too, only to turn Nagle's algorithm off: grpc-js's own
-    // (Node's HTTP/2 server) leaves it on, and a standby's small ack written while its previous
-    // one is unacknowledged then waits for the primary's delayed TCP ACK, 40 ms or more, with
-    // the primary's sync replies waiting on it (issue #17: the sync gemm pair's 86-121 ms
-    // stalls, both nodes idle).
-    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    const plain = createNetServer({ noDelay: true }, (socket) => injector.injectConnection(socket));
-    front = { port: await listenOn(plain, listen), close: () => plain.close() };
   }
-  const port = front.port;
+  const port =
+    front?.port ??
+    (await new Promise<number>((resolve, reject) =>
+      server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    ));
   return {
     port,
-    streamsOf: (peer) => front.streamsOf?.(peer) ?? 0,
+    streamsOf: (peer) => front?.streamsOf?.(peer) ?? 0,
     setServing,
     stop: (graceMs) =>
       new Promise<void>((resolve) => {
         setServing(false);
-        front.close();
+        front?.close();
         const force = setTimeout(() => {
           server.forceShutdown();
           resolve();

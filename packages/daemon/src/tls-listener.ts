@@ -59,8 +59,6 @@ export function createTlsServer(
     rejectUnauthorized: options.clientCertificates === "required",
     ALPNProtocols: ["h2"],
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
-    // Small writes (acks, replies) go at once, not after the peer's delayed ACK (servers.ts).
-    noDelay: true,
   });
   const remoteOf = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) =>
     `${s.remoteAddress ?? "?"}:${s.remotePort ?? "?"}`;
