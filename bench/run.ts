@@ -1,4 +1,4 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|gpu|all`
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|snapshot-stages|gpu|all`
 // (`all` without gpu, which needs a GPU host).
 // Each prints a table and writes bench/results/<name>.json. The replication benchmark also
 // takes `--phase a,b` (its phases; as BENCH_PHASES) and `--before REV|DIR` (the build its
@@ -12,6 +12,7 @@ import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
 import { runKernelSpeed } from "./kernel-speed.js";
 import { type ReplicationOptions, runReplication } from "./replication.js";
+import { runSnapshotStages } from "./snapshot-stages.js";
 
 const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> = new Map([
   ["gpu-model", runGpuModel],
@@ -23,6 +24,7 @@ const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> 
   ["device-crossing", runDeviceCrossing],
   ["entry-codec", runEntryCodec],
   ["gpu", runGpu],
+  ["snapshot-stages", runSnapshotStages],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>

@@ -14,6 +14,7 @@
 // logged during the transfer: that wait is reported apart, as the catch-up stall.
 import { performance } from "node:perf_hooks";
 import { buf, u32 } from "@vgpu-ha/client";
+import type { OtherBuild } from "./before-build.js";
 import { reservePort, startPrimary, startStandby } from "./cluster.js";
 import { collectProfiles, startProfiles } from "./cpu-profile.js";
 import { type Client, CpuMeter, openClient } from "./guest-workload.js";
@@ -60,16 +61,19 @@ export interface SnapshotCatchUp {
 
 const wallMs = () => performance.timeOrigin + performance.now();
 
+/** `spawn`: another build's (before-build.ts) for both nodes; this build's when left out. */
 export async function snapshotCatchUp(
   label: string,
   totalBytes: number,
   baselineMs: number,
+  spawn?: OtherBuild["spawn"],
 ): Promise<SnapshotCatchUp> {
   const port = await reservePort();
   const primary = await startPrimary({
     label: `${label}-primary`,
     mode: "sync",
     peer: `127.0.0.1:${port}`,
+    spawn,
   });
   let standby: NodeProcess | undefined;
   const clients: Client[] = [];
@@ -92,6 +96,7 @@ export async function snapshotCatchUp(
       listen: `127.0.0.1:${port}`,
       primary: primary.replication,
       profileFromStart: true,
+      spawn,
     });
     const done = await waitFor("snapshot installed", SNAPSHOT_TIMEOUT_MS, async () => {
       const r = (await status(primary)).replication;

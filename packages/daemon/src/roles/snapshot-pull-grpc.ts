@@ -70,7 +70,7 @@ export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
         if (m instanceof Error) {
           call.cancel();
           finish(`malformed message: ${m.message}`);
-        } else deliver(m);
+        } else deliver(withOwnedPages(m));
       });
       call.on("error", (e: grpc.ServiceError) => finish(e.details || e.message));
       call.on("end", () => finish(""));
@@ -81,6 +81,30 @@ export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
       };
     },
   };
+}
+
+/** Room in a receive buffer beyond the pages: grpc's prefix, the leading fields, run heads. */
+const OWN_SLACK_BYTES = 64;
+const RUN_HEAD_BYTES_MAX = 32;
+
+/**
+ * A pulled chunk marked pagesOwned when its pages view a receive buffer that holds this
+ * message alone: grpc-js joins each message it receives into a Buffer of its own (larger than
+ * Node's shared 8 KiB pool, never reused), so the standby's device may take that buffer rather
+ * than copy the pages (snapshot-sink.ts). Anything else (pages in several buffers, a buffer
+ * with room for more than this message, shared memory) is copied as before.
+ */
+export function withOwnedPages(m: PrimaryMessage): PrimaryMessage {
+  if (m.kind !== "snapshot" || m.chunk.pages.length === 0) return m;
+  const buffer = m.chunk.pages[0]!.data.buffer;
+  if (!(buffer instanceof ArrayBuffer) || buffer.byteLength <= Buffer.poolSize) return m;
+  let bytes = OWN_SLACK_BYTES;
+  for (const p of m.chunk.pages) {
+    if (p.data.buffer !== buffer) return m;
+    bytes += p.data.byteLength + RUN_HEAD_BYTES_MAX;
+  }
+  if (buffer.byteLength > bytes) return m;
+  return { ...m, chunk: { ...m.chunk, pagesOwned: true } };
 }
 
 function pulledMessage(m: PrimaryMessage): wire.PrimaryMessage {
