@@ -1,11 +1,26 @@
 // Proves when a pulled chunk's pages are marked as its own (withOwnedPages): only when they all
 // view one ArrayBuffer larger than Node's shared pool and with no room for more than this
 // message (grpc-js's receive buffer of one message); pages in a pooled or shared buffer, in
-// several buffers, or in a buffer holding more, are left to be copied; and the pull's receive
-// window is twice the chunks in flight, within HTTP/2's bounds.
-import type { PrimaryMessage, SnapshotPages } from "@vgpu-ha/common";
+// several buffers, or in a buffer holding more, are left to be copied; that chunks pulled over
+// a real grpc-js loopback call arrive so marked, byte for byte (grpc-js does give each message
+// a buffer of its own); and the pull's receive window is twice the chunks in flight, within
+// HTTP/2's bounds.
+import * as grpc from "@grpc/grpc-js";
+import {
+  addService,
+  type PrimaryMessage,
+  type ServiceHandlers,
+  type SnapshotPages,
+  type StandbyMessage,
+  wire,
+} from "@vgpu-ha/common";
 import { describe, expect, it } from "vitest";
-import { pullWindowBytes, withOwnedPages } from "./snapshot-pull-grpc.js";
+import {
+  grpcPullPort,
+  pullStreamOf,
+  pullWindowBytes,
+  withOwnedPages,
+} from "./snapshot-pull-grpc.js";
 
 const MiB = 2 ** 20;
 
@@ -53,6 +68,66 @@ describe("withOwnedPages", () => {
       maintenancePaused: false,
     };
     expect(withOwnedPages(m)).toBe(m);
+  });
+});
+
+describe("a pull over grpc-js", () => {
+  it("delivers each pulled chunk with its pages as its own", async () => {
+    const sent = [1, 2, 3].map((index) => {
+      const data = new Uint8Array(MiB).fill(index);
+      return {
+        snapshotId: 7,
+        atSeq: 9,
+        index,
+        last: index === 3,
+        meta: undefined,
+        pages: [{ context: 1, bo: 2, firstPage: index * 256, data }],
+      };
+    });
+    const server = new grpc.Server();
+    const handlers = {
+      pullSnapshot: (call: grpc.ServerWritableStream<wire.StandbyMessage, wire.PrimaryMessage>) => {
+        const { stream } = pullStreamOf(call);
+        for (const chunk of sent) stream.write({ kind: "snapshot", epoch: 4, chunk });
+        stream.end();
+      },
+    } as unknown as ServiceHandlers<typeof wire.Replication>;
+    addService(server, wire.Replication, handlers);
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    );
+    try {
+      const pull = grpcPullPort({
+        address: `127.0.0.1:${port}`,
+        maxMessageBytes: 4 * MiB,
+        windowBytes: 16 * MiB,
+      });
+      const got: PrimaryMessage[] = [];
+      const request: StandbyMessage = {
+        kind: "hello",
+        epoch: 4,
+        clusterId: "c",
+        nodeId: "b",
+        empty: true,
+        lastAppliedSeq: 0,
+        snapshotId: 7,
+        snapshotChunk: 1,
+      };
+      const reason = await new Promise<string>((resolve) =>
+        pull.open(request, (m) => got.push(m), resolve),
+      );
+      expect(reason).toBe("");
+      expect(got.map(owned)).toEqual([true, true, true]);
+      got.forEach((m, i) => {
+        if (m.kind !== "snapshot") throw new Error("not a chunk");
+        expect(m.chunk.index).toBe(i + 1);
+        expect(Buffer.from(m.chunk.pages[0]!.data).equals(sent[i]!.pages[0]!.data)).toBe(true);
+      });
+    } finally {
+      server.forceShutdown();
+    }
   });
 });
 
