@@ -92,6 +92,7 @@ export function snapshotMetrics(
         target: { kind: "atLeast", value: 0.5, note: "#15" },
       });
     }
+    out.push(...transferCpuMetrics(p, s));
     const b = snapshots.before?.runs[name];
     if (b !== undefined) {
       out.push(
@@ -102,10 +103,33 @@ export function snapshotMetrics(
           unit: "ms (the other build)",
         },
         { name: `${p}_now_over_before`, value: s.mbPerSecond / b.mbPerSecond, unit: "ratio" },
+        ...transferCpuMetrics(`${p}_before`, b),
       );
     }
   }
   return out;
 }
 
-export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: PullSnapshot); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion)`;
+/** CPU ms per MiB of each node's main thread and other threads (snapshot-cpu.ts). */
+function transferCpuMetrics(prefix: string, s: SnapshotCatchUp): Metric[] {
+  const c = s.transferCpu;
+  if (c === undefined) return [];
+  const unit = `CPU ms per MiB (10→90 %: ${c.mib.toFixed(0)} MiB in ${c.seconds.toFixed(2)} s)`;
+  const top = (ms: number) => `${unit}; busiest one ${ms.toFixed(2)}`;
+  return [
+    { name: `${prefix}_primary_main_cpu_ms_per_mib`, value: c.primaryMainMsPerMiB, unit },
+    {
+      name: `${prefix}_primary_other_cpu_ms_per_mib`,
+      value: c.primaryOtherMsPerMiB,
+      unit: top(c.primaryTopOtherMsPerMiB),
+    },
+    { name: `${prefix}_standby_main_cpu_ms_per_mib`, value: c.standbyMainMsPerMiB, unit },
+    {
+      name: `${prefix}_standby_other_cpu_ms_per_mib`,
+      value: c.standbyOtherMsPerMiB,
+      unit: top(c.standbyTopOtherMsPerMiB),
+    },
+  ];
+}
+
+export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: PullSnapshot); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion); *_cpu_ms_per_mib = CPU time of each node's main thread and of its other threads (device and lease threads, V8's and libuv's helpers; the busiest one in the unit) per MiB acknowledged between the primary's status polls at 10 % and 90 % of the bytes (the primary's include its guest's calls meanwhile); CPU time, so steadier on a shared box than the rates; with BENCH_SNAPSHOT_BEFORE=REV|DIR each size also runs on that build's nodes just before (*_before_*)`;

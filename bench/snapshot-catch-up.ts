@@ -22,6 +22,7 @@ import { longestAnswered, longestWithin, type Stall, sampleLatency } from "./lat
 import { tallyLeaseEvents } from "./lease-events.js";
 import type { NodeProcess } from "./node-process.js";
 import { status, waitFor } from "./ops-client.js";
+import { type SnapshotCpu, SnapshotCpuMeter } from "./snapshot-cpu.js";
 import { sleepMs } from "./timing.js";
 
 const BO_BYTES_MAX = 256 * 2 ** 20;
@@ -56,6 +57,8 @@ export interface SnapshotCatchUp {
   readonly standbyCpuPct: number;
   readonly clientCpuPct: number;
   readonly machineCpuPct: number;
+  /** CPU per MiB of each node's threads over the middle of the transfer (snapshot-cpu.ts). */
+  readonly transferCpu: SnapshotCpu | undefined;
   readonly profiles: readonly string[];
 }
 
@@ -83,6 +86,7 @@ export async function snapshotCatchUp(
     await fill(filler, totalBytes);
     const guest = await openClient(primary.guest);
     clients.push(guest);
+    const cpuMeter = new SnapshotCpuMeter(primary);
     const baselineSampler = sampleLatency(guest);
     await sleepMs(baselineMs);
     const baseline = longestWithin(await baselineSampler.stop(), 0, Number.POSITIVE_INFINITY);
@@ -98,10 +102,17 @@ export async function snapshotCatchUp(
       profileFromStart: true,
       spawn,
     });
+    const pair = standby;
+    let coverBytes = 0;
     const done = await waitFor("snapshot installed", SNAPSHOT_TIMEOUT_MS, async () => {
       const r = (await status(primary)).replication;
+      if (r?.snapshot) {
+        coverBytes = r.snapshot.totalBytes;
+        cpuMeter.sample(r.snapshot.doneBytes, pair);
+      }
       return r?.state === "streaming" && r.lastSnapshot !== null ? r : undefined;
     });
+    const transferCpu = cpuMeter.result(coverBytes, pair);
     const endToEndSeconds = (performance.now() - spawnedMs) / 1000;
     const cpu = meter.stop();
     const standbyCpuPct = (standby.cpuSeconds() / endToEndSeconds) * 100;
@@ -132,6 +143,7 @@ export async function snapshotCatchUp(
       standbyCpuPct,
       clientCpuPct: cpu.clientPct,
       machineCpuPct: cpu.machinePct,
+      transferCpu,
       profiles,
     };
   } finally {
