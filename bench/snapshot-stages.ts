@@ -12,6 +12,7 @@
 //   npm run bench -- snapshot-stages
 import net from "node:net";
 import { performance } from "node:perf_hooks";
+import { Worker } from "node:worker_threads";
 import { fromBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { decodePrimaryMessage, encodePulledChunk, type SnapshotChunk, wire } from "@vgpu-ha/common";
@@ -242,6 +243,35 @@ async function rawLoopbackMsPerMiB(
   }
 }
 
+const ECHO = `require("node:worker_threads").parentPort.on("message", function () { this.postMessage(0); });`;
+
+/**
+ * Main-thread CPU ms per MiB of handing received 1 MiB messages (joined as grpc-js joins them)
+ * to a worker thread: moved (their buffer transferred) or copied first (then the copy moved).
+ */
+async function handOverMsPerMiB(message: Uint8Array, copy: boolean): Promise<number> {
+  const worker = new Worker(ECHO, { eval: true });
+  try {
+    let cpu = 0;
+    for (let i = 0; i < GRPC_MESSAGES / 4; i++) {
+      const joined = reassemble(frame(message));
+      const view = joined.subarray(5);
+      const answered = new Promise((resolve) => worker.once("message", resolve));
+      const start = process.cpuUsage();
+      const data = copy ? new Uint8Array(view) : view;
+      worker.postMessage({ k: "pages", writes: [{ id: 9, at: 0, data }] }, [
+        data.buffer as ArrayBuffer,
+      ]);
+      const used = process.cpuUsage(start);
+      cpu += (used.user + used.system) / 1000;
+      await answered;
+    }
+    return cpu / ((GRPC_MESSAGES / 4) * (message.byteLength / MiB));
+  } finally {
+    await worker.terminate();
+  }
+}
+
 export async function runSnapshotStages(): Promise<void> {
   const core = filledCore();
   const sink = new DeviceCore();
@@ -254,6 +284,12 @@ export async function runSnapshotStages(): Promise<void> {
   const perMiB = (k: keyof StageTimes) => median(rounds.map((t) => t[k])) / (BUFFER_BYTES / MiB);
   const sample = encodePulledChunk(5, chunkOf(readChunks(core, 99)[0]!, 1));
   const loop: { cpuMs: number; wallMs: number }[] = [];
+  const moved: number[] = [];
+  const copied: number[] = [];
+  for (let r = 0; r < 3; r++) {
+    moved.push(await handOverMsPerMiB(sample, false));
+    copied.push(await handOverMsPerMiB(sample, true));
+  }
   const raw: { cpuMs: number; wallMs: number }[] = [];
   for (let r = 0; r < 3; r++) {
     loop.push(await grpcLoopbackMsPerMiB(sample));
@@ -283,6 +319,16 @@ export async function runSnapshotStages(): Promise<void> {
       name: "standby_move_copy_ms_per_mib",
       value: perMiB("moveCopy"),
       unit: `${unit} (copy for the device thread: before; a pulled chunk now moves its buffer)`,
+    },
+    {
+      name: "standby_to_device_moved_ms_per_mib",
+      value: median(moved),
+      unit: `${unit} (postMessage, the receive buffer transferred: now)`,
+    },
+    {
+      name: "standby_to_device_copied_ms_per_mib",
+      value: median(copied),
+      unit: `${unit} (postMessage of a copy, transferred: before)`,
     },
     {
       name: "standby_vram_write_ms_per_mib",
