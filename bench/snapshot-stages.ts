@@ -143,25 +143,49 @@ const PASS_THROUGH: grpc.ServiceDefinition = {
   },
 };
 
-/** CPU ms per MiB of a loopback server stream of pre-encoded 1 MiB messages, both ends. */
-async function grpcLoopbackMsPerMiB(
+interface PerMiB {
+  readonly cpuMs: number;
+  readonly wallMs: number;
+}
+
+/** CPU and wall ms per MiB of `transfer`, which resolves with the bytes it moved. */
+async function perMiB(transfer: () => Promise<number>): Promise<PerMiB> {
+  const start = process.cpuUsage();
+  const startMs = performance.now();
+  const bytes = await transfer();
+  const used = process.cpuUsage(start);
+  const mib = bytes / MiB;
+  return {
+    cpuMs: (used.user + used.system) / 1000 / mib,
+    wallMs: (performance.now() - startMs) / mib,
+  };
+}
+
+/** Writes `count` times `message` to `w`, waiting for drain when it says so, then ends it. */
+function writeAll(
+  w: { write(b: Uint8Array): boolean; once(e: "drain", f: () => void): unknown; end(): unknown },
   message: Uint8Array,
-): Promise<{ cpuMs: number; wallMs: number }> {
+): void {
+  let sent = 0;
+  const more = () => {
+    while (sent < GRPC_MESSAGES) {
+      sent++;
+      if (!w.write(message)) {
+        w.once("drain", more);
+        return;
+      }
+    }
+    w.end();
+  };
+  more();
+}
+
+/** CPU ms per MiB of a loopback server stream of pre-encoded 1 MiB messages, both ends. */
+async function grpcLoopbackMsPerMiB(message: Uint8Array): Promise<PerMiB> {
   const server = new grpc.Server({ "grpc.max_send_message_length": 4 * MiB });
   server.addService(PASS_THROUGH, {
     pull: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-      let sent = 0;
-      const more = () => {
-        while (sent < GRPC_MESSAGES) {
-          sent++;
-          if (!call.write(Buffer.from(message.buffer, message.byteOffset, message.byteLength))) {
-            call.once("drain", more);
-            return;
-          }
-        }
-        call.end();
-      };
-      more();
+      writeAll(call, Buffer.from(message.buffer, message.byteOffset, message.byteLength));
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
@@ -175,23 +199,18 @@ async function grpcLoopbackMsPerMiB(
     "grpc-node.flow_control_window": 64 * MiB,
   }) as unknown as grpc.Client & { pull(r: Buffer): grpc.ClientReadableStream<Buffer> };
   try {
-    const start = process.cpuUsage();
-    const startMs = performance.now();
-    let bytes = 0;
-    await new Promise<void>((resolve, reject) => {
-      const call = client.pull(Buffer.alloc(0));
-      call.on("data", (b: Buffer) => {
-        bytes += b.byteLength;
-      });
-      call.on("end", resolve);
-      call.on("error", reject);
-    });
-    const used = process.cpuUsage(start);
-    const mib = bytes / MiB;
-    return {
-      cpuMs: (used.user + used.system) / 1000 / mib,
-      wallMs: (performance.now() - startMs) / mib,
-    };
+    return await perMiB(
+      () =>
+        new Promise<number>((resolve, reject) => {
+          let bytes = 0;
+          const call = client.pull(Buffer.alloc(0));
+          call.on("data", (b: Buffer) => {
+            bytes += b.byteLength;
+          });
+          call.on("end", () => resolve(bytes));
+          call.on("error", reject);
+        }),
+    );
   } finally {
     client.close();
     server.forceShutdown();
@@ -199,45 +218,25 @@ async function grpcLoopbackMsPerMiB(
 }
 
 /** CPU ms per MiB of the same bytes over a plain loopback TCP socket, both ends. */
-async function rawLoopbackMsPerMiB(
-  message: Uint8Array,
-): Promise<{ cpuMs: number; wallMs: number }> {
+async function rawLoopbackMsPerMiB(message: Uint8Array): Promise<PerMiB> {
   const server = net.createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as net.AddressInfo;
   const total = GRPC_MESSAGES * message.byteLength;
   try {
-    const start = process.cpuUsage();
-    const startMs = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      server.once("connection", (sock) => {
-        let sent = 0;
-        const more = () => {
-          while (sent < GRPC_MESSAGES) {
-            sent++;
-            if (!sock.write(message)) {
-              sock.once("drain", more);
-              return;
-            }
-          }
-          sock.end();
-        };
-        more();
-      });
-      const client = net.connect(port, "127.0.0.1");
-      let bytes = 0;
-      client.on("data", (b: Buffer) => {
-        bytes += b.byteLength;
-      });
-      client.on("end", () => (bytes === total ? resolve() : reject(new Error("short"))));
-      client.on("error", reject);
-    });
-    const used = process.cpuUsage(start);
-    const mib = total / MiB;
-    return {
-      cpuMs: (used.user + used.system) / 1000 / mib,
-      wallMs: (performance.now() - startMs) / mib,
-    };
+    return await perMiB(
+      () =>
+        new Promise<number>((resolve, reject) => {
+          server.once("connection", (sock) => writeAll(sock, message));
+          const client = net.connect(port, "127.0.0.1");
+          let bytes = 0;
+          client.on("data", (b: Buffer) => {
+            bytes += b.byteLength;
+          });
+          client.on("end", () => (bytes === total ? resolve(bytes) : reject(new Error("short"))));
+          client.on("error", reject);
+        }),
+    );
   } finally {
     server.close();
   }
@@ -283,14 +282,14 @@ export async function runSnapshotStages(): Promise<void> {
   }
   const perMiB = (k: keyof StageTimes) => median(rounds.map((t) => t[k])) / (BUFFER_BYTES / MiB);
   const sample = encodePulledChunk(5, chunkOf(readChunks(core, 99)[0]!, 1));
-  const loop: { cpuMs: number; wallMs: number }[] = [];
+  const loop: PerMiB[] = [];
   const moved: number[] = [];
   const copied: number[] = [];
   for (let r = 0; r < 3; r++) {
     moved.push(await handOverMsPerMiB(sample, false));
     copied.push(await handOverMsPerMiB(sample, true));
   }
-  const raw: { cpuMs: number; wallMs: number }[] = [];
+  const raw: PerMiB[] = [];
   for (let r = 0; r < 3; r++) {
     loop.push(await grpcLoopbackMsPerMiB(sample));
     raw.push(await rawLoopbackMsPerMiB(sample));

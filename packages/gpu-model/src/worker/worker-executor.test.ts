@@ -35,6 +35,8 @@ const fill = (g: TestGuest, context: number, bo: number, n: number, value: numbe
       { kind: "u32", value },
     ],
   });
+const workerBackend = () =>
+  new Backend({ ...testBackendOptions(), executor: workerExecutor({ maxCallMs: 10_000 }) });
 const digestOf = (backend: Backend) =>
   new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
 
@@ -66,10 +68,7 @@ describe("WorkerExecutor", () => {
   });
 
   it("runs a small operation at submit only while nothing before it is outstanding", async () => {
-    const backend = new Backend({
-      ...testBackendOptions(),
-      executor: workerExecutor({ maxCallMs: 10_000 }),
-    });
+    const backend = workerBackend();
     try {
       const g = new TestGuest(backend, "g");
       const ctx = g.createContext();
@@ -92,10 +91,7 @@ describe("WorkerExecutor", () => {
   });
 
   it("moves the buffer of owned page writes to the device thread, copies others", async () => {
-    const backend = new Backend({
-      ...testBackendOptions(),
-      executor: workerExecutor({ maxCallMs: 10_000 }),
-    });
+    const backend = workerBackend();
     try {
       const g = new TestGuest(backend, "g");
       const ctx = g.createContext();
