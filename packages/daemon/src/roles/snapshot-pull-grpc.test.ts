@@ -3,7 +3,8 @@
 // message (grpc-js's receive buffer of one message); pages in a pooled or shared buffer, in
 // several buffers, or in a buffer holding more, are left to be copied; that chunks pulled over
 // a real grpc-js loopback call arrive so marked, byte for byte (grpc-js does give each message
-// a buffer of its own); and the pull's receive window is twice the chunks in flight, within
+// a buffer of its own), on a client warmed first and kept for a second pull; and the pull's
+// receive window is twice the chunks in flight, within
 // HTTP/2's bounds.
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -115,10 +116,16 @@ describe("a pull over grpc-js", () => {
         snapshotId: 7,
         snapshotChunk: 1,
       };
+      pull.warm?.();
       const reason = await new Promise<string>((resolve) =>
         pull.open(request, (m) => got.push(m), resolve),
       );
       expect(reason).toBe("");
+      // The same client serves the next pull (it is kept for the role's life)
+      const again: PrimaryMessage[] = [];
+      await new Promise<string>((resolve) => pull.open(request, (m) => again.push(m), resolve));
+      expect(again).toHaveLength(3);
+      pull.close?.();
       expect(got.map(owned)).toEqual([true, true, true]);
       got.forEach((m, i) => {
         if (m.kind !== "snapshot") throw new Error("not a chunk");

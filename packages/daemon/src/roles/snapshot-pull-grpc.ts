@@ -16,6 +16,7 @@ import {
   grpcStatusOf,
   type PeerChannel,
   type PrimaryMessage,
+  type ServiceClient,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -42,27 +43,41 @@ export interface PullClientOptions {
   readonly windowBytes: number;
 }
 
-/** The standby's port: each pull is a call on one client, closed with it. */
+/**
+ * The standby's port: one client for the role's life, warmed (connected) when the primary's
+ * first message arrives, so a snapshot's first pull does not wait for a connection; each pull
+ * is a call on it. A broken connection is made again by grpc-js at the next pull.
+ */
 export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
+  let client: ServiceClient<typeof wire.Replication> | undefined;
+  const connected = (): ServiceClient<typeof wire.Replication> => {
+    client ??= createClient(
+      wire.Replication,
+      o.address,
+      o.channel?.credentials ?? grpc.credentials.createInsecure(),
+      {
+        ...o.channel?.options,
+        "grpc.max_receive_message_length": o.maxMessageBytes,
+        "grpc.max_send_message_length": o.maxMessageBytes,
+        "grpc-node.flow_control_window": o.windowBytes,
+      },
+    );
+    return client;
+  };
   return {
+    warm() {
+      connected().getChannel().getConnectivityState(true); // true: connect now
+    },
+    close() {
+      client?.close();
+      client = undefined;
+    },
     open(request, deliver, done) {
-      const client = createClient(
-        wire.Replication,
-        o.address,
-        o.channel?.credentials ?? grpc.credentials.createInsecure(),
-        {
-          ...o.channel?.options,
-          "grpc.max_receive_message_length": o.maxMessageBytes,
-          "grpc.max_send_message_length": o.maxMessageBytes,
-          "grpc-node.flow_control_window": o.windowBytes,
-        },
-      );
-      const call = client.pullSnapshot(encodeStandbyMessage(request));
+      const call = connected().pullSnapshot(encodeStandbyMessage(request));
       let finished = false;
       const finish = (reason: string) => {
         if (finished) return;
         finished = true;
-        client.close();
         done(reason);
       };
       call.on("data", (w: wire.PrimaryMessage) => {
