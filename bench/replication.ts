@@ -15,6 +15,8 @@
 // and whether the pairs stayed pairs (lease lapses, promotions, step-downs in their logs).
 // `--phase modes,mmio,…` (or BENCH_PHASES=…) runs a subset (written as replication-<phases>.json);
 // BENCH_ROUNDS=N sets the rounds of compute and before (a quick check: 1);
+// BENCH_SNAPSHOT_SIZES=256m runs only that snapshot size (a quick look; default 256m,1g);
+// BENCH_SNAPSHOT_BEFORE=REV|DIR also runs each snapshot size with that build's nodes, just before;
 // BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
 // BENCH_LEASE_MS=N runs the pairs on an N ms lease (replication-…-leaseN.json);
 // BENCH_KEEP_LOGS=1 keeps every node's directory and log.
