@@ -45,6 +45,11 @@ export interface SnapshotStream {
    * answers later makes it true again with a progress notification (the driver then polls).
    */
   ready?(): boolean;
+  /**
+   * A chunk acknowledged by the standby (no longer held here, sent on every stream it was
+   * written to): its memory may be reused for a later chunk. Optional.
+   */
+  recycle?(chunk: SnapshotChunk): void;
 }
 
 export type SenderState = "disconnected" | "hello" | "snapshot" | "streaming";

@@ -325,7 +325,8 @@ export class Sender {
   private ackSnapshot(received: number): void {
     const s = this.snapshot!;
     while (s.ackedChunks < received && s.unacked.length > 0) {
-      s.unacked.shift();
+      const chunk = s.unacked.shift()!;
+      s.stream.recycle?.(chunk);
       s.doneBytes = s.unackedCoveredBytes.shift() ?? s.doneBytes;
       s.ackedChunks++;
     }
