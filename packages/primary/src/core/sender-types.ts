@@ -46,8 +46,8 @@ export interface SnapshotStream {
    */
   ready?(): boolean;
   /**
-   * A chunk acknowledged by the standby (no longer held here, sent on every stream it was
-   * written to): its memory may be reused for a later chunk. Optional.
+   * A chunk the standby acknowledged on a pull (no longer held here, encoded onto the pull's
+   * stream before it could arrive): its memory may be reused for a later chunk. Optional.
    */
   recycle?(chunk: SnapshotChunk): void;
 }
