@@ -80,7 +80,16 @@ export interface GrpcDialOptions {
   readonly keepaliveMs?: number;
   readonly channel?: ReturnType<typeof guestChannel>;
   readonly streamsPerConnection?: number | undefined;
+  /** HTTP/2 receive window of each connection and stream; DEFAULT_RECEIVE_WINDOW_BYTES if left out. */
+  readonly receiveWindowBytes?: number;
 }
+
+/**
+ * The guest's HTTP/2 receive window (grpc-js's grpc-node.flow_control_window: each stream's and
+ * the connection's). HTTP/2's default, 64 KiB, would cost a dma_read reply of 64 KiB or more a
+ * WINDOW_UPDATE round trip per 64 KiB.
+ */
+export const DEFAULT_RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /** The SessionPorts dialer over grpc-js: each stream takes a place on a pooled connection. */
 export function grpcDialer(options: GrpcDialOptions): (endpoint: string) => NodeStream {
@@ -101,6 +110,7 @@ export function grpcDialer(options: GrpcDialOptions): (endpoint: string) => Node
         "grpc.keepalive_permit_without_calls": 1,
         "grpc.initial_reconnect_backoff_ms": 100,
         "grpc.max_reconnect_backoff_ms": 1000,
+        "grpc-node.flow_control_window": options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES,
       },
       options.streamsPerConnection,
     );
