@@ -32,6 +32,22 @@ const LATENCY_MS = 700;
 
 type Measured = CpuUse & { perSecond: number };
 
+const WORKLOADS = ["calls", "dma", "latency"] as const;
+type Workload = (typeof WORKLOADS)[number];
+
+/**
+ * The workloads the phase measures: BENCH_MODES_WORKLOADS=dma,latency (or any of calls, dma,
+ * latency) for a short run of those alone; all three when unset.
+ */
+export function modesWorkloads(env = process.env.BENCH_MODES_WORKLOADS): Set<Workload> {
+  if (env === undefined || env.trim() === "") return new Set(WORKLOADS);
+  const chosen = env.split(",").map((w) => w.trim());
+  for (const w of chosen) {
+    if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`unknown workload ${w}`);
+  }
+  return new Set(chosen as Workload[]);
+}
+
 export interface ModeRounds {
   readonly calls8: Measured[];
   readonly dma: (Measured & { mbPerSecond: number })[];
@@ -40,26 +56,45 @@ export interface ModeRounds {
 
 export async function measureModes(profiles: string[]): Promise<Record<ModeName, ModeRounds>> {
   const clusters = new Map<ModeName, Cluster>();
+  const workloads = modesWorkloads();
+  const none = { standalone: [], async: [], sync: [] };
   try {
     clusters.set("standalone", await startStandalone("standalone"));
     clusters.set("async", await startPair({ label: "async", mode: "async" }));
     clusters.set("sync", await startPair({ label: "sync", mode: "sync" }));
-    const calls8 = await inRounds(clusters, CALL_ROUNDS, async (mode, c, round) => {
-      const r = await profilePhase(c.nodes, `small_calls_8-round${round + 1}`, () =>
-        smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS),
-      );
-      profiles.push(...r.profiles);
-      console.log(
-        `  ${mode} small_calls_8 round ${round + 1}: ${Math.round(r.result.perSecond)}/s`,
-      );
-      return r.result;
-    });
-    const dma = await inRounds(clusters, DMA_ROUNDS, (_, c) =>
-      dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
-    );
-    const lat = await inRounds(clusters, LATENCY_ROUNDS, (_, c) =>
-      latency(c.primary.guest, LATENCY_MS),
-    );
+    const calls8 = !workloads.has("calls")
+      ? none
+      : await inRounds(clusters, CALL_ROUNDS, async (mode, c, round) => {
+          const r = await profilePhase(c.nodes, `small_calls_8-round${round + 1}`, () =>
+            smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS),
+          );
+          profiles.push(...r.profiles);
+          console.log(
+            `  ${mode} small_calls_8 round ${round + 1}: ${Math.round(r.result.perSecond)}/s`,
+          );
+          return r.result;
+        });
+    const dma = !workloads.has("dma")
+      ? none
+      : await inRounds(clusters, DMA_ROUNDS, async (mode, c, round) => {
+          const r = await profilePhase(c.nodes, `dma_write_64k-round${round + 1}`, () =>
+            dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
+          );
+          profiles.push(...r.profiles);
+          console.log(
+            `  ${mode} dma_write_64k round ${round + 1}: ${r.result.mbPerSecond.toFixed(0)} MB/s`,
+          );
+          return r.result;
+        });
+    const lat = !workloads.has("latency")
+      ? none
+      : await inRounds(clusters, LATENCY_ROUNDS, async (mode, c, round) => {
+          const r = await latency(c.primary.guest, LATENCY_MS);
+          console.log(
+            `  ${mode} latency round ${round + 1}: p50 ${r.p50.toFixed(0)} us, p99 ${r.p99.toFixed(0)} us`,
+          );
+          return r;
+        });
     const out = {} as Record<ModeName, ModeRounds>;
     for (const m of MODES) out[m] = { calls8: calls8[m], dma: dma[m], latency: lat[m] };
     return out;
@@ -89,7 +124,16 @@ const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e
 
 const atLeast = (value: number): Target => ({ kind: "atLeast", value });
 
+/** The metrics of the workloads measured (modesWorkloads): a short run reports only its own. */
 export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
+  const measured = (m: Metric) =>
+    (!/small_calls|cpu_per_call/.test(m.name) || r.standalone.calls8.length > 0) &&
+    (!m.name.includes("dma_write") || r.standalone.dma.length > 0) &&
+    (!m.name.includes("latency") || r.standalone.latency.length > 0);
+  return allModeMetrics(r).filter(measured);
+}
+
+function allModeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
   const out: Metric[] = [];
   for (const mode of MODES) {
     const x = r[mode];
@@ -189,4 +233,4 @@ export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
   return out;
 }
 
-export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;
+export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; BENCH_MODES_WORKLOADS=dma (calls, dma, latency) measures only those; values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;

@@ -1,7 +1,7 @@
 // The guest's gRPC edge: the dialer port over grpc-js (a stream on a pooled connection), TLS
 // credentials for the guest port, and the errors a node's refusal becomes.
 import * as grpc from "@grpc/grpc-js";
-import { certificateNames, ErrorCode, type wire } from "@vgpu-ha/common";
+import { certificateNames, ErrorCode, encodeGuestFrames, type wire } from "@vgpu-ha/common";
 import { type PooledClient, pooledClient } from "./channel-pool.js";
 import type { NodeRefusal } from "./core/session-machine.js";
 import { SessionClosedError, SessionExpiredError } from "./errors.js";
@@ -126,7 +126,13 @@ function grpcNodeStream(pooled: PooledClient, stream: Duplex): NodeStream {
   stream.on("end", () => handlers?.closed("stream ended"));
   return {
     send: (m) => {
-      stream.write(m);
+      // Frames go as their bytes, encoded with each dma_write's data copied once (the
+      // serializer passes bytes through); the rest through the generated code.
+      stream.write(
+        m.kind.case === "frames"
+          ? (encodeGuestFrames(m.kind.value.frames) as unknown as wire.GuestMessage)
+          : m,
+      );
     },
     end: () => {
       stream.end();
