@@ -48,14 +48,26 @@ export function modesWorkloads(env = process.env.BENCH_MODES_WORKLOADS): Set<Wor
   return new Set(chosen as Workload[]);
 }
 
+type DmaMeasured = Measured & { mbPerSecond: number };
+
 export interface ModeRounds {
   readonly calls8: Measured[];
-  readonly dma: (Measured & { mbPerSecond: number })[];
+  readonly dma: DmaMeasured[];
   readonly latency: { p50: number; p99: number; calls: number }[];
 }
 
-export async function measureModes(profiles: string[]): Promise<Record<ModeName, ModeRounds>> {
+/** Set-ups whose ports keep HTTP/2's 64 KiB windows (before #15), measured beside the DMA. */
+const H2_WINDOW_SETUPS = ["standalone", "sync"] as const;
+type H2WindowSetup = (typeof H2_WINDOW_SETUPS)[number];
+
+export type ModesResult = Record<ModeName, ModeRounds> & {
+  /** DMA rounds of the same set-ups with every HTTP/2 window at 64 KiB (none without dma). */
+  readonly h2Windows: Record<H2WindowSetup, DmaMeasured[]>;
+};
+
+export async function measureModes(profiles: string[]): Promise<ModesResult> {
   const clusters = new Map<ModeName, Cluster>();
+  const h2 = new Map<`${H2WindowSetup}-h2`, Cluster>();
   const workloads = modesWorkloads();
   const none = { standalone: [], async: [], sync: [] };
   try {
@@ -74,9 +86,17 @@ export async function measureModes(profiles: string[]): Promise<Record<ModeName,
           );
           return r.result;
         });
+    if (workloads.has("dma")) {
+      h2.set("standalone-h2", await startStandalone("standalone-h2", { h2DefaultWindows: true }));
+      h2.set(
+        "sync-h2",
+        await startPair({ label: "sync-h2", mode: "sync", h2DefaultWindows: true }),
+      );
+    }
+    const dmaSetups = new Map<string, Cluster>([...clusters, ...h2]);
     const dma = !workloads.has("dma")
-      ? none
-      : await inRounds(clusters, DMA_ROUNDS, async (mode, c, round) => {
+      ? { ...none, "standalone-h2": [], "sync-h2": [] }
+      : await inRounds(dmaSetups, DMA_ROUNDS, async (mode, c, round) => {
           const r = await profilePhase(c.nodes, `dma_write_64k-round${round + 1}`, () =>
             dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
           );
@@ -96,10 +116,13 @@ export async function measureModes(profiles: string[]): Promise<Record<ModeName,
           return r;
         });
     const out = {} as Record<ModeName, ModeRounds>;
-    for (const m of MODES) out[m] = { calls8: calls8[m], dma: dma[m], latency: lat[m] };
-    return out;
+    for (const m of MODES) out[m] = { calls8: calls8[m], dma: dma[m]!, latency: lat[m] };
+    return {
+      ...out,
+      h2Windows: { standalone: dma["standalone-h2"] ?? [], sync: dma["sync-h2"] ?? [] },
+    };
   } finally {
-    for (const c of clusters.values()) await c.stop();
+    for (const c of [...clusters.values(), ...h2.values()]) await c.stop();
   }
 }
 
@@ -125,12 +148,31 @@ const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e
 const atLeast = (value: number): Target => ({ kind: "atLeast", value });
 
 /** The metrics of the workloads measured (modesWorkloads): a short run reports only its own. */
-export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
+export function modeMetrics(r: ModesResult): Metric[] {
   const measured = (m: Metric) =>
     (!/small_calls|cpu_per_call/.test(m.name) || r.standalone.calls8.length > 0) &&
     (!m.name.includes("dma_write") || r.standalone.dma.length > 0) &&
     (!m.name.includes("latency") || r.standalone.latency.length > 0);
-  return allModeMetrics(r).filter(measured);
+  return [...allModeMetrics(r), ...windowMetrics(r)].filter(measured);
+}
+
+/** The DMA with the #15 windows against HTTP/2's 64 KiB ones, same rounds. */
+function windowMetrics(r: ModesResult): Metric[] {
+  return H2_WINDOW_SETUPS.flatMap((setup) => [
+    {
+      name: `${setup}_dma_write_64k_h2_window_mb_per_s`,
+      value: median(r.h2Windows[setup].map((m) => m.mbPerSecond)),
+      unit: `MB/s with every HTTP/2 window at 64 KiB (median of ${r.h2Windows[setup].length})`,
+    },
+    {
+      name: `${setup}_dma_write_64k_over_h2_window`,
+      value: medianRatio(
+        r[setup].dma.map((m) => m.mbPerSecond),
+        r.h2Windows[setup].map((m) => m.mbPerSecond),
+      ),
+      unit: "ratio",
+    },
+  ]);
 }
 
 function allModeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
@@ -233,4 +275,4 @@ function allModeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
   return out;
 }
 
-export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; BENCH_MODES_WORKLOADS=dma (calls, dma, latency) measures only those; values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;
+export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; BENCH_MODES_WORKLOADS=dma (calls, dma, latency) measures only those; the DMA rounds also visit a standalone node and a sync pair whose HTTP/2 windows are all 64 KiB (before #15: *_h2_window_*); values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;
