@@ -2,8 +2,10 @@
 // (http2-window.ts reaches into grpc-js; this fails if a grpc-js release stops that working): a
 // real HTTP/2 client over loopback reads the stream window from the server's SETTINGS and the
 // connection window from what the server lets it send, on a plain port, a guarded (guest) port
-// and a port left at HTTP/2's default.
+// and a port left at HTTP/2's default; connections that send garbage or vanish at once leave
+// the port serving.
 import { type ClientHttp2Session, connect } from "node:http2";
+import { createConnection } from "node:net";
 import { ConfigSchema } from "@vgpu-ha/common";
 import { GuestGuard } from "@vgpu-ha/primary";
 import { afterEach, describe, expect, it } from "vitest";
@@ -73,6 +75,24 @@ describe("HTTP/2 receive windows of a node's gRPC port", () => {
 
   it("are the configured ones on the guest port, behind the guest listener", async () => {
     const port = await serve({ receiveWindow: WINDOW, guard: guard(), maxStreamsPerConnection: 8 });
+    expect(await windowsSeen(port)).toEqual({ stream: 3 * MiB, connection: 5 * MiB });
+  });
+
+  it("survive connections that send garbage or vanish at once", async () => {
+    const port = await serve({ receiveWindow: WINDOW, guard: guard() });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => {
+        const socket = createConnection(port, "127.0.0.1");
+        socket.on("error", () => undefined);
+        return new Promise<void>((resolve) => {
+          socket.on("close", () => resolve());
+          socket.on("connect", () => {
+            if (i % 2 === 0) socket.resetAndDestroy();
+            else socket.write(Buffer.alloc(4096, i), () => socket.destroy());
+          });
+        });
+      }),
+    );
     expect(await windowsSeen(port)).toEqual({ stream: 3 * MiB, connection: 5 * MiB });
   });
 
