@@ -78,8 +78,11 @@ describe("HTTP/2 receive windows of a node's gRPC port", () => {
     expect(await windowsSeen(port)).toEqual({ stream: 3 * MiB, connection: 5 * MiB });
   });
 
-  it("survive connections that send garbage or vanish at once", async () => {
-    const port = await serve({ receiveWindow: WINDOW, guard: guard() });
+  it.each([
+    ["guarded", true],
+    ["plain", false],
+  ])("survive connections that send garbage or vanish at once (%s port)", async (_, guarded) => {
+    const port = await serve({ receiveWindow: WINDOW, ...(guarded ? { guard: guard() } : {}) });
     await Promise.all(
       Array.from({ length: 20 }, (_, i) => {
         const socket = createConnection(port, "127.0.0.1");
