@@ -17,6 +17,8 @@
 // BENCH_ROUNDS=N sets the rounds of compute and before (a quick check: 1);
 // BENCH_MODES_WORKLOADS=dma (or calls, dma, latency) runs only those workloads of modes
 // (written as replication-modes-dma.json);
+// BENCH_SNAPSHOT_SIZES=256m runs only that snapshot size (a quick look; default 256m,1g);
+// BENCH_SNAPSHOT_BEFORE=REV|DIR also runs each snapshot size with that build's nodes, just before;
 // BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
 // BENCH_LEASE_MS=N runs the pairs on an N ms lease (replication-…-leaseN.json);
 // BENCH_KEEP_LOGS=1 keeps every node's directory and log.
