@@ -106,6 +106,11 @@ export async function startGrpcServer(
     // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
     front = await listenTls(listen, injector, options.tls);
   } else {
+    // Nagle off: grpc-js's own listener (bindAsync) leaves it on, and a standby's small ack
+    // written while its previous one is unacknowledged then waits for the primary's delayed TCP
+    // ACK (docs/gpu.md: the sync gemm pair's 86-121 ms stalls). Tried in 84122b5 and reverted
+    // in 72d9522 after hostile.test.ts sessions-400 failed there; it passes with this listener
+    // (docs/benchmarks.md, "DMA 64 KiB").
     const plain = createNetServer({ noDelay: true }, (socket) => injector.injectConnection(socket));
     front = { port: await listenOn(plain, listen), close: () => plain.close() };
   }
