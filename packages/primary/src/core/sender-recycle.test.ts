@@ -2,9 +2,9 @@
 // the standby acknowledged it, only when the standby pulls (the chunk was encoded onto the
 // pull's stream), never a chunk still unacknowledged, and never on an in-process link (whose
 // receiver may still read the chunk it was given).
-import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common/core";
+import { ReplicationLog, type SnapshotChunk } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
-import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
+import { testSenderOptions, testSnapshotAck, testStandbyHello } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";
 
 const options = testSenderOptions({ snapshotWindowChunks: 3, retransmitMs: 10_000 });
@@ -28,16 +28,7 @@ function recordingStream(recycled: number[]): () => SnapshotStream {
   };
 }
 
-const ack = (chunks: number): StandbyMessage => ({
-  kind: "ack",
-  epoch: 1,
-  receivedSeq: 0,
-  appliedSeq: 0,
-  snapshotId: 1,
-  snapshotChunk: chunks,
-  heartbeatSentUs: 0,
-  checkpoints: [],
-});
+const ack = testSnapshotAck;
 
 function run(pullsSnapshots: boolean): number[] {
   const recycled: number[] = [];
