@@ -132,7 +132,10 @@ export class StandbyLink {
         }
         this.link = link;
         logger.info({ seq: receiver.appliedSeq, state: receiver.state }, "primary connected");
-        link.send(receiver.hello());
+        // Said once the primary's last seq is known (a replica beyond it is another history,
+        // dropped: foreignReplica) — at the stream's first hello only: a late copy of it names
+        // an older last seq. The receiver answers the same hello with another copy.
+        if (message.kind === "hello") link.send(receiver.answerHello(message));
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
       this.stepping = true;

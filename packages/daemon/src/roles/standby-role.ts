@@ -262,6 +262,9 @@ export class StandbyRole implements Role {
       case "faultedNotRun":
         logger.error(fields, "takeover: a frame the failed device was running is not run here");
         return;
+      case "foreignReplica":
+        logger.error(fields, "the replica is not the primary's history: dropped for a snapshot");
+        return;
     }
   }
 
