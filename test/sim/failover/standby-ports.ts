@@ -97,6 +97,10 @@ function receiverEvent(
     case "staleEpoch":
       deps.stats.staleEpochRefusals++;
       return;
+    case "foreignReplica":
+      deps.stats.foreignReplicasDropped++;
+      if (replaced !== undefined) deps.checker.replaced(deps.node, replaced, r.epoch);
+      return;
     default:
       return;
   }

@@ -32,6 +32,10 @@ export interface FailoverStats {
   switchoversFailed: number;
   primariesMet: number;
   staleEpochRefusals: number;
+  /** Replicas a standby dropped as another history than its primary's (foreignReplica). */
+  foreignReplicasDropped: number;
+  /** Takeovers with the replica a snapshot in progress was replacing (the best state left). */
+  takeoversMidSnapshot: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -92,6 +96,8 @@ export function emptyFailoverStats(): FailoverStats {
     switchoversFailed: 0,
     primariesMet: 0,
     staleEpochRefusals: 0,
+    foreignReplicasDropped: 0,
+    takeoversMidSnapshot: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,
