@@ -200,5 +200,7 @@ describe.each(["inline", "later"] as const)("a standby mid-snapshot (%s device)"
     });
     s.runDevice();
     expect(digest?.state).toBe(computeDigest(p.backend).state);
+    s.driver.stop("promoted"); // the snapshot it was taking is abandoned
+    expect(r.snapshotProgress).toBeUndefined();
   });
 });

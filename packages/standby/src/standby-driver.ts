@@ -134,6 +134,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
     this.puller?.close();
     this.link.close(reason);
+    this.receiver.abandonSnapshot();
   }
 
   acceptLink(link: Link<StandbyMessage, PrimaryMessage>, remote?: string): void {

@@ -236,6 +236,15 @@ export class Receiver {
     };
   }
 
+  /**
+   * The standby role stops: a snapshot in progress is abandoned, and the device of the state it
+   * was building ends (the replica itself is the caller's: a promotion hands it on).
+   */
+  abandonSnapshot(): void {
+    this.sink?.close();
+    this.sink = undefined;
+  }
+
   /** A connection broke. A snapshot in progress is kept: the hello offers to resume it. */
   disconnected(): void {
     this.gapReportedAt = -1;
