@@ -25,7 +25,7 @@ import {
 import { describe, expect, it } from "vitest";
 import type { EtcdReading } from "./core/standby-machine.js";
 import { StandbyDriver } from "./standby-driver.js";
-import { deviceTestOptions as options, TestPrimary } from "./testing/test-primary.js";
+import { deviceTestOptions as options, primaryOfFive } from "./testing/test-primary.js";
 
 const LEASE = { leaseMs: 300, heartbeatMs: 100, driftMarginMs: 10, maxDriftRatio: 0.001 };
 const POLL_MS = 50;
@@ -142,16 +142,6 @@ function scenario(device: "inline" | "later") {
     for (const e of executors) e.run(Number.POSITIVE_INFINITY);
   };
   return { timers, driver, promoted, restartPeerEmpty, runDevice, notes };
-}
-
-/** Seqs 1..5 on the primary: a session, a context, a buffer and two writes. */
-function primaryOfFive(): TestPrimary {
-  const p = new TestPrimary();
-  p.call({ op: "contextCreate" });
-  p.call({ op: "boAlloc", context: 1, sizeBytes: 8192 });
-  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data: new Uint8Array(8).fill(1) });
-  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 4096, data: new Uint8Array(8).fill(2) });
-  return p;
 }
 
 describe.each(["inline", "later"] as const)("a standby mid-snapshot (%s device)", (device) => {

@@ -15,21 +15,13 @@ import {
   type StateDigest,
 } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
-import { deviceTestOptions as options, TestPrimary } from "../testing/test-primary.js";
+import {
+  deviceTestOptions as options,
+  primaryOfFive,
+  type TestPrimary,
+} from "../testing/test-primary.js";
 import { applyEntry } from "./applier.js";
 import { Receiver } from "./receiver.js";
-
-const data = (b: number) => new Uint8Array(8).fill(b);
-
-/** A primary with a context, a buffer and two writes (seqs 1..5). */
-function primaryOfFive(): TestPrimary {
-  const p = new TestPrimary();
-  p.call({ op: "contextCreate" });
-  p.call({ op: "boAlloc", context: 1, sizeBytes: 8192 });
-  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data: data(1) });
-  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 4096, data: data(2) });
-  return p;
-}
 
 /** A replica on a device run by the test; `apply` may stand in for the applier. */
 function standby(apply?: typeof applyEntry) {
