@@ -185,6 +185,11 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     return this.machine.holdingTakeover;
   }
 
+  /** Entries received and not yet applied by the device (held ones included). */
+  get backlog(): number {
+    return this.receiver.backlog;
+  }
+
   /**
    * This standby holds a replica (granted or not) with something in it — during a snapshot,
    * the one being replaced, intact until the snapshot completes.

@@ -97,6 +97,11 @@ export interface StandbyView {
    * recovery is decided meanwhile (it would promote before that backlog is applied).
    */
   readonly takingOver?: boolean;
+  /**
+   * Entries it received that its device has not applied yet (absent: none). A recovery
+   * takeover waits for them, as the lease's takeover does (issue #14): the next watch retries.
+   */
+  readonly backlog?: number;
 }
 
 type Pending =
@@ -270,6 +275,7 @@ export class NodeMachine {
     if (decided.action === "takeOver" && maintenancePaused) {
       return [note({ kind: "maintenanceHold", peer })];
     }
+    if (decided.action === "takeOver" && (standby.backlog ?? 0) > 0) return [];
     if (decided.action === "takeOver") {
       // The replica lacks the grant but is all that is left: forced, above both epochs.
       const out = this.persist(decided.epoch - 1);

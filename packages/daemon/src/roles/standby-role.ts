@@ -152,6 +152,10 @@ export class StandbyRole implements Role {
     return this.driver.takingOver;
   }
 
+  get backlog(): number {
+    return this.driver.backlog;
+  }
+
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);
