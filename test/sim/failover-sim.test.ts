@@ -116,7 +116,7 @@ describe("failover simulation", () => {
 });
 
 /**
- * Seeds beyond the 2000 above that once failed (a sweep of 2001..12000), each with the count
+ * Seeds beyond the 2000 above that once failed (sweeps of 2001..24000), each with the count
  * that shows its run still takes the path it failed on.
  */
 const REGRESSIONS: readonly {
@@ -138,6 +138,16 @@ const REGRESSIONS: readonly {
     seed: 6495,
     what: "a dead primary's late snapshot completed on the standby after the restarted primary started afresh; that replica of another history is dropped, not resumed and granted (liveness)",
     path: (s) => s.foreignReplicasDropped,
+  },
+  {
+    seed: 12029,
+    what: "peer, the restarted primary answered empty before the granted standby's lease ran out: the recovery takeover waits for the backlog (it promoted with one)",
+    path: (s) => s.recoveriesAwaitingBacklog,
+  },
+  {
+    seed: 19223,
+    what: "peer, a recovery takeover while the device still wrote an installed snapshot waits for it (it promoted with a backlog of the whole snapshot)",
+    path: (s) => s.recoveriesAwaitingBacklog,
   },
   {
     seed: 2060,

@@ -190,6 +190,9 @@ export class SimNode implements SimSupervisor, NodeHost {
       case "watchProbe":
         stats.watchProbes++;
         return;
+      case "recoveryAwaitingBacklog":
+        stats.recoveriesAwaitingBacklog++;
+        return;
       case "recoveryTakeover":
         stats.recoveryTakeovers++;
         return;

@@ -36,6 +36,8 @@ export interface FailoverStats {
   foreignReplicasDropped: number;
   /** Takeovers with the replica a snapshot in progress was replacing (the best state left). */
   takeoversMidSnapshot: number;
+  /** Recovery takeovers put off because the device had a backlog to apply first. */
+  recoveriesAwaitingBacklog: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -98,6 +100,7 @@ export function emptyFailoverStats(): FailoverStats {
     staleEpochRefusals: 0,
     foreignReplicasDropped: 0,
     takeoversMidSnapshot: 0,
+    recoveriesAwaitingBacklog: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,

@@ -193,7 +193,9 @@ describe("NodeMachine watching for a primary (peer mode)", () => {
   it("a recovery takeover waits for the device's backlog, then goes on at a later watch", () => {
     const m = standbyAt(2);
     m.watch(STANDBY);
-    expect(m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, backlog: 3 })).toEqual([]);
+    expect(m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, backlog: 3 })).toEqual([
+      { kind: "note", note: { kind: "recoveryAwaitingBacklog", entries: 3 } },
+    ]);
     expect(m.epoch).toBe(2); // nothing persisted
     m.watch(STANDBY);
     const out = m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, backlog: 0 });

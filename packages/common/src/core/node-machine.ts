@@ -37,6 +37,8 @@ export type NodeNote =
   | { readonly kind: "watchProbe" }
   | { readonly kind: "recoveryTakeover"; readonly peer: PeerView }
   | { readonly kind: "recoveryStart"; readonly peer: PeerView }
+  /** The peer holds nothing, but the device has yet to apply what it received: not yet. */
+  | { readonly kind: "recoveryAwaitingBacklog"; readonly entries: number }
   /** No primary in sight and the peer holds nothing, but maintenance mode forbids taking over. */
   | { readonly kind: "maintenanceHold"; readonly peer: PeerView }
   | { readonly kind: "etcdStart"; readonly reason: string }
@@ -275,7 +277,10 @@ export class NodeMachine {
     if (decided.action === "takeOver" && maintenancePaused) {
       return [note({ kind: "maintenanceHold", peer })];
     }
-    if (decided.action === "takeOver" && (standby.backlog ?? 0) > 0) return [];
+    const backlog = standby.backlog ?? 0;
+    if (decided.action === "takeOver" && backlog > 0) {
+      return [note({ kind: "recoveryAwaitingBacklog", entries: backlog })];
+    }
     if (decided.action === "takeOver") {
       // The replica lacks the grant but is all that is left: forced, above both epochs.
       const out = this.persist(decided.epoch - 1);
