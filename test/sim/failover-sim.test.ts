@@ -150,6 +150,16 @@ const REGRESSIONS: readonly {
     path: (s) => s.recoveriesAwaitingBacklog,
   },
   {
+    seed: 23192,
+    what: "peer, a primary paused past its lease woke while its standby's takeover waited for a backlog longer than the fenced period: the takeover is called off (muted, the standby left it to serve alone with no partition)",
+    path: (s) => s.takeoversCalledOff,
+  },
+  {
+    seed: 23365,
+    what: "peer, the restarting node's standby answered a primary of an older epoch than its epoch file's (it renewed that primary's lease and the solo work it discarded went unreported)",
+    path: (s) => s.soloWorkDiscarded,
+  },
+  {
     seed: 2060,
     what: "peer, a degraded primary crashed while its granted standby, cut off, took over: its solo work is lost as the split brain allows (the checker judged it as held by the standby)",
     path: (s) => s.unreportedSoloLoss,

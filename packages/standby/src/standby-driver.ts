@@ -103,6 +103,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       },
       ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
       muted: () => this.machine.holdingTakeover,
+      heardWhileMuted: () => this.run(this.machine.primaryHeard()),
       onStep: (m) => {
         deps.observer.stepped?.(m);
         this.afterStep();
@@ -138,6 +139,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   }
 
   acceptLink(link: Link<StandbyMessage, PrimaryMessage>, remote?: string): void {
+    // The node's persisted epoch is the least this standby answers at: the starting node's
+    // standby is built before the epoch file is read, and acknowledged a primary of an older
+    // epoch, whose lease that renewed (failover seed 23365).
+    this.receiver.raiseEpoch(this.deps.supervisor.epoch());
     this.link.acceptLink(link, remote);
   }
 

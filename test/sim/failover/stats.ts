@@ -38,6 +38,8 @@ export interface FailoverStats {
   takeoversMidSnapshot: number;
   /** Recovery takeovers put off because the device had a backlog to apply first. */
   recoveriesAwaitingBacklog: number;
+  /** Takeovers waiting for the backlog called off: the old primary spoke (peer mode). */
+  takeoversCalledOff: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -101,6 +103,7 @@ export function emptyFailoverStats(): FailoverStats {
     foreignReplicasDropped: 0,
     takeoversMidSnapshot: 0,
     recoveriesAwaitingBacklog: 0,
+    takeoversCalledOff: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,

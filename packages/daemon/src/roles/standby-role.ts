@@ -202,6 +202,12 @@ export class StandbyRole implements Role {
           "received backlog applied: taking over",
         );
         return;
+      case "takeoverCalledOff":
+        logger.warn(
+          { seq: r.appliedSeq },
+          "the primary spoke while the takeover waited for the backlog: no takeover",
+        );
+        return;
       default:
         return;
     }

@@ -236,6 +236,11 @@ export class Receiver {
     };
   }
 
+  /** The node's epoch is `epoch`: nothing older is answered (a lower one changes nothing). */
+  raiseEpoch(epoch: number): void {
+    if (epoch > this.epoch) this.epoch = epoch;
+  }
+
   /**
    * The standby role stops: a snapshot in progress is abandoned, and the device of the state it
    * was building ends (the replica itself is the caller's: a promotion hands it on).
