@@ -58,7 +58,20 @@ export interface Cluster {
  * Which build's vgpud a node runs (before-build.ts; this build's when left out), and device
  * settings over the benchmark's own (gpu.ts: device.backend webgpu).
  */
-type Build = Pick<StartOptions, "spawn"> & { readonly device?: Record<string, unknown> };
+type Build = Pick<StartOptions, "spawn"> & {
+  readonly device?: Record<string, unknown>;
+  /**
+   * Every HTTP/2 receive window of the set-up's ports at HTTP/2's 64 KiB, as before #15 (the
+   * modes phase's side-by-side of guest.streamWindowBytes and replication.streamWindowBytes).
+   */
+  readonly h2DefaultWindows?: boolean;
+};
+
+const H2_DEFAULT = { streamWindowBytes: 65_535, connectionWindowBytes: 65_535 } as const;
+
+/** The guest and replication sections' window fields for `build` (none: the node's defaults). */
+const windows = (build: Build, section: "guest" | "replication") =>
+  build.h2DefaultWindows === true ? { [section]: H2_DEFAULT } : {};
 
 export async function startStandalone(label: string, build: Build = {}): Promise<Cluster> {
   const node = await startNode(
@@ -66,6 +79,7 @@ export async function startStandalone(label: string, build: Build = {}): Promise
       ...COMMON,
       nodeId: "s",
       role: "standalone",
+      ...windows(build, "guest"),
       device: { ...DEVICE, seed: 1, ...build.device },
     },
     { label, spawn: build.spawn },
@@ -89,7 +103,10 @@ export function startStandby(
       nodeId: "b",
       role: "standby",
       peer: { name: "a", ...(options.primary ? { replicationAddress: options.primary } : {}) },
-      ...(options.listen ? { replication: { listen: options.listen } } : {}),
+      replication: {
+        ...(options.listen ? { listen: options.listen } : {}),
+        ...windows(options, "replication").replication,
+      },
       ...leaseConfig(options.lease),
       device: { ...DEVICE, seed: 2, ...options.device },
     },
@@ -113,7 +130,8 @@ export function primaryConfig(o: Omit<PrimaryOptions, "label">): Record<string, 
     nodeId: "a",
     role: "primary",
     peer: { name: "b", replicationAddress: o.peer },
-    replication: { mode: o.mode },
+    ...windows(o, "guest"),
+    replication: { mode: o.mode, ...windows(o, "replication").replication },
     mmio: { replication: o.mmio ?? "per-page" },
     ...leaseConfig(o.lease),
     device: { ...DEVICE, seed: 1, ...o.device },
@@ -155,6 +173,7 @@ export async function startPair(
       listen: o.standbyListen,
       spawn: o.spawn,
       device: o.device,
+      ...(o.h2DefaultWindows ? { h2DefaultWindows: true } : {}),
     });
     started.push(standby);
     nodes.push(standby);
@@ -168,6 +187,7 @@ export async function startPair(
       lease: o.lease,
       spawn: o.spawn,
       device: o.device,
+      ...(o.h2DefaultWindows ? { h2DefaultWindows: true } : {}),
     });
     started.push(primary);
     nodes.push(primary);

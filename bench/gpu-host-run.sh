@@ -6,12 +6,17 @@
 # node_modules without @bufbuild, @biomejs, typescript and webgpu), wgi-pb.tar.xz
 # (node_modules/@bufbuild/protobuf), wgi-overlay.tar.xz (files rebuilt since the tarball), and
 # .gl/ the libglvnd debs (libglvnd0 …: the NVIDIA ICD needs libGLdispatch). Writes logs and
-# gpu.json to $OUT. GPUS=2: each pair's nodes on two GPUs (VGPUHA_TEST_GPUS).
+# gpu.json to $OUT. GPUS=2: each pair's nodes on two GPUs (VGPUHA_TEST_GPUS). TARBALLS: the
+# tarballs of the built tree, unpacked in order (default: the three above). LATENCY=1 also runs
+# `bench -- gpu-latency` first (with BENCH_GPU_OLD_MODULE=packages/gpu-webgpu-old/dist/index.js
+# when the tarball holds an older build's gpu-webgpu there). SKIP_BENCH=1 leaves out the gpu
+# benchmark, SKIP_TESTS=1 the GPU tests. DIAG: a command run after the tests (its output in diag.log), e.g. the gemm
+# phase alone: DIAG='BENCH_GPU_GEMM_ONLY=1 node bench/dist/run.js gpu'.
 set -o pipefail
 T0=$(date +%s)
 mkdir -p /tmp/n && xz -dc .gpu/node.xz > /tmp/n/node && chmod +x /tmp/n/node && export PATH=/tmp/n:$PATH
 dpkg -x .gpu/libvulkan1_*.deb / && for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
-mkdir -p /tmp/w && tar -xJf .gpu/wt-webgpu-int.tar.xz -C /tmp/w && tar -xJf .gpu/wgi-pb.tar.xz -C /tmp/w && tar -xJf .gpu/wgi-overlay.tar.xz -C /tmp/w
+mkdir -p /tmp/w && for t in ${TARBALLS:-.gpu/wt-webgpu-int.tar.xz .gpu/wgi-pb.tar.xz .gpu/wgi-overlay.tar.xz}; do tar -xJf $t -C /tmp/w || exit 1; done
 mkdir -p /tmp/w/node_modules/webgpu && cp -r .gpu/webgpu/. /tmp/w/node_modules/webgpu/ && xz -df /tmp/w/node_modules/webgpu/dist/linux-x64/dawn.node.xz
 cd /tmp/w
 nvidia-smi -L | tee $OUT/host.txt; node --version | tee -a $OUT/host.txt
@@ -30,10 +35,26 @@ if [ "${GPUS:-1}" -ge 2 ]; then
   nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader -lms 500 > $OUT/nvsmi.csv 2>&1 &
   SMI=$!
 fi
-echo "== test:gpu (test/gpu) $(($(date +%s)-T0)) s"
-VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${TEST_S:-250} node node_modules/vitest/vitest.mjs run --project gpu ${TESTS:-test/gpu} 2>&1 | tee $OUT/test-gpu.log | grep -E "✓|×|FAIL|Error|passed|failed|Tests" | head -60
-echo "== bench gpu $(($(date +%s)-T0)) s"
-VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${BENCH_S:-300} node bench/dist/run.js gpu 2>&1 | tee $OUT/bench-gpu.log | tail -70
-cp bench/results/gpu.json $OUT/ 2>/dev/null
+if [ -n "${LATENCY:-}" ]; then
+  echo "== bench gpu-latency $(($(date +%s)-T0)) s"
+  [ -f packages/gpu-webgpu-old/dist/index.js ] && export BENCH_GPU_OLD_MODULE=$PWD/packages/gpu-webgpu-old/dist/index.js
+  timeout 200 node bench/dist/run.js gpu-latency 2>&1 | tee $OUT/latency.log | grep -vE "^note|^---|^name"
+  cp bench/results/gpu-latency.json $OUT/ 2>/dev/null
+  unset BENCH_GPU_OLD_MODULE
+fi
+if [ -z "${SKIP_TESTS:-}" ]; then
+  echo "== test:gpu (${TESTS:-every GPU test}) $(($(date +%s)-T0)) s"
+  VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${TEST_S:-250} node node_modules/vitest/vitest.mjs run --project gpu ${TESTS:-} > $OUT/test-gpu.log 2>&1
+  echo "test:gpu exit $?"; grep -E "×|FAIL|Test Files|Tests " $OUT/test-gpu.log | head -40
+fi
+if [ -n "${DIAG:-}" ]; then
+  echo "== diagnosis $(($(date +%s)-T0)) s: $DIAG"
+  VGPUHA_TEST_GPUS=${GPUS:-1} bash -c "$DIAG" > $OUT/diag.log 2>&1; grep -vE "^\s*$" $OUT/diag.log | tail -40
+fi
+if [ -z "${SKIP_BENCH:-}" ]; then
+  echo "== bench gpu $(($(date +%s)-T0)) s"
+  VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${BENCH_S:-300} node bench/dist/run.js gpu 2>&1 | tee $OUT/bench-gpu.log | tail -70
+  cp bench/results/gpu.json $OUT/ 2>/dev/null
+fi
 [ -n "${SMI:-}" ] && kill $SMI
 echo "== done $(($(date +%s)-T0)) s"

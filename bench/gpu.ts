@@ -11,7 +11,10 @@
 //             standalone and the sync pair
 //   failover  bench/failover.ts's kill/pause/switchover rounds on a webgpu → webgpu sync pair
 // VGPUHA_TEST_GPUS=2 puts each pair's nodes on two GPUs (packages/daemon/src/process/gpu-placement.ts);
-// BENCH_GPU_FAILOVER_ROUNDS (5). The CUDA figures are the feasibility probe's on the same GPU
+// BENCH_GPU_FAILOVER_ROUNDS (5). BENCH_GPU_GEMM_ONLY=1 runs the gemm2048 phase alone and writes
+// no JSON (a diagnosis: it prints each round's rate and launch round trips), with
+// BENCH_GPU_PIPELINE (launches in flight, 4) and BENCH_GPU_MODES (the pairs, "async,sync");
+// with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. The CUDA figures are the feasibility probe's on the same GPU
 // model (docs/gpu.md), not measured by this run.
 import { performance } from "node:perf_hooks";
 import { buf, f32, u32 } from "@vgpu-ha/client";
@@ -22,6 +25,7 @@ import type { DeviceExecutor, DeviceOp, OpResult } from "@vgpu-ha/gpu-model";
 type OpArg = Extract<DeviceOp, { k: "launch" }>["args"][number];
 
 import { type Cluster, startPair, startStandalone } from "./cluster.js";
+import { formatSummary, profilePhase, profileRoot, summarizeProfile } from "./cpu-profile.js";
 import { runSetting, settingMetrics } from "./failover.js";
 import { type Client, pipelined, withClients } from "./guest-workload.js";
 import { type Metric, publish } from "./report.js";
@@ -31,7 +35,10 @@ import { median, percentile } from "./timing.js";
 const WARM_MS = 500;
 const BATCH = 20;
 const REPS = 5;
-const PIPELINE = 4;
+const PIPELINE = envInt("BENCH_GPU_PIPELINE", 4);
+const MODES = (process.env.BENCH_GPU_MODES ?? "async,sync")
+  .split(",")
+  .filter((m): m is "async" | "sync" => m === "async" || m === "sync");
 const ROUNDS = roundsFromEnv(2);
 const DURATIONS = { warmupMs: WARM_MS, measureMs: 2000 };
 const LATENCY_MS = 2000;
@@ -254,13 +261,60 @@ async function measureVgpud(cluster: Cluster) {
 
 const GEMM_CASE = CASES.find((c) => c.kernel === "gemm_f32")!;
 
+/** gemm 2048³ launches, PIPELINE in flight: the rate, and each launch's round trip (ms). */
 function gemmRate(cluster: Cluster, durations = DURATIONS) {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const args = await guestCase(c!, GEMM_CASE);
-    return pipelined(cluster.nodes, [c!], PIPELINE, durations, () =>
-      c!.session.launch(c!.context, "gemm_f32", args),
-    );
+    const trips: number[] = [];
+    const r = await pipelined(cluster.nodes, [c!], PIPELINE, durations, async () => {
+      const t = performance.now();
+      await c!.session.launch(c!.context, "gemm_f32", args);
+      trips.push(performance.now() - t);
+    });
+    return { ...r, tripP50Ms: percentile(trips, 50), tripP99Ms: percentile(trips, 99) };
   });
+}
+
+/** The gemm2048 phase alone (BENCH_GPU_GEMM_ONLY): rates and round trips printed, no JSON. */
+async function gemmOnly(): Promise<void> {
+  const clusters = new Map<string, Cluster>();
+  try {
+    clusters.set(
+      "standalone",
+      await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
+    );
+    for (const mode of MODES) {
+      clusters.set(
+        mode,
+        await startPair({ label: `gpu-${mode}`, mode, device: DEVICE, spawn: placedPair() }),
+      );
+    }
+    console.log(`  gemm 2048 only: ${PIPELINE} in flight, ${[...clusters.keys()].join(", ")}`);
+    const byName = await inRounds(
+      clusters,
+      ROUNDS,
+      async (name, cluster, round) => {
+        const { result: r, profiles } = await profilePhase(
+          cluster.nodes,
+          `${name}-${round + 1}`,
+          () => gemmRate(cluster),
+        );
+        console.log(
+          `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
+        );
+        for (const file of profiles) console.log(formatSummary(summarizeProfile(file, 12), file));
+        return r.perSecond;
+      },
+      (_, cluster) => gemmRate(cluster, { warmupMs: WARM_MS, measureMs: 300 }),
+    );
+    if (profileRoot() !== undefined) console.log(`  profiles under ${profileRoot()}`);
+    for (const mode of MODES) {
+      const ratio = medianRatio(byName[mode]!, byName.standalone!);
+      console.log(`  ${mode}/standalone: ${ratio.toFixed(3)} (median of per-round ratios)`);
+    }
+  } finally {
+    for (const c of clusters.values()) await c.stop();
+  }
 }
 
 /** One small launch at a time (increment_u32 of one word): µs per round trip. */
@@ -296,6 +350,7 @@ export async function runGpu(): Promise<void> {
     console.log(`  SMOKE TEST with ${MODULE}: no GPU figures`);
     process.env.VGPU_TESTING__WEBGPU_MODULE = MODULE; // the nodes' config (VGPU_* overrides)
   }
+  if (process.env.BENCH_GPU_GEMM_ONLY === "1") return gemmOnly();
   console.log("  isolated kernels (no vgpud)");
   const isolated = await measureIsolated(gpu);
 
@@ -311,7 +366,7 @@ export async function runGpu(): Promise<void> {
     );
     console.log("  kernels through a standalone webgpu vgpud");
     vgpud = await measureVgpud(clusters.get("standalone")!);
-    for (const mode of ["async", "sync"] as const) {
+    for (const mode of MODES) {
       // The standby is placed on the second GPU: startPair's spawn is shared, so it gets GPU 1
       // through its own wrap only when two GPUs are configured (placedPair).
       clusters.set(
@@ -325,7 +380,9 @@ export async function runGpu(): Promise<void> {
       ROUNDS,
       async (name, cluster, round) => {
         const r = await gemmRate(cluster);
-        console.log(`    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s`);
+        console.log(
+          `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
+        );
         return r.perSecond;
       },
       (_, cluster) => gemmRate(cluster, { warmupMs: WARM_MS, measureMs: 300 }),

@@ -15,7 +15,12 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { Counter, Histogram, Registry } from "prom-client";
 import { floats } from "./gpu-model.js";
-import { type GuestBuild, guestDmaRound, guestFencesRound } from "./hot-paths-guest.js";
+import {
+  type GuestBuild,
+  guestDmaEncodeRound,
+  guestDmaRound,
+  guestFencesRound,
+} from "./hot-paths-guest.js";
 import { type Metric, publish } from "./report.js";
 import { median } from "./timing.js";
 
@@ -258,12 +263,18 @@ export async function runHotPaths(): Promise<void> {
     }
   }
   const metricsRun = metricsRound(builds[0]!);
+  const encodeRun = guestDmaEncodeRound(builds[0]!);
   const promClient: number[] = [];
   const callStats: number[] = [];
+  const dmaEncode: number[] = [];
+  const dmaToBinary: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const m = metricsRun();
     promClient.push(m.promClientUs);
     callStats.push(m.callStatsUs);
+    const e = encodeRun();
+    dmaEncode.push(e.leanUs);
+    dmaToBinary.push(e.toBinaryUs);
   }
   const metrics: Metric[] = [];
   builds.forEach((b, i) => {
@@ -290,9 +301,20 @@ export async function runHotPaths(): Promise<void> {
   metrics.push(
     { name: "metrics_prom_client_us", value: median(promClient), unit: "µs CPU per call" },
     { name: "metrics_call_stats_us", value: median(callStats), unit: "µs CPU per call" },
+    {
+      name: "guest_dma_encode_64k_cpu_us",
+      value: median(dmaEncode),
+      unit: "µs CPU per 64 KiB dmaWrite message, the guest library's encoder (encodeGuestFrames)",
+    },
+    {
+      name: "guest_dma_encode_64k_tobinary_cpu_us",
+      value: median(dmaToBinary),
+      unit: "µs CPU per 64 KiB dmaWrite message, protobuf-es toBinary (the library before #15)",
+    },
   );
   const ratios: Record<string, number> = {
     metrics_call_stats_over_prom_client: median(callStats) / median(promClient),
+    guest_dma_encode_over_tobinary: median(dmaEncode) / median(dmaToBinary),
   };
   if (builds.length === 2) {
     const [now, before] = results as [(typeof results)[0], (typeof results)[0]];

@@ -11,6 +11,8 @@ export interface ReplicationStatus {
   /** What the standby lacks (primary's view). */
   readonly lag: { readonly entries: number; readonly bytes: number; readonly seconds: number };
   readonly lastSnapshot: { readonly bytes: number; readonly seconds: number } | null;
+  /** The snapshot in progress (primary): buffer bytes covered by acknowledged chunks. */
+  readonly snapshot?: { readonly totalBytes: number; readonly doneBytes: number } | null;
 }
 
 export interface NodeStatus {

@@ -32,39 +32,113 @@ const LATENCY_MS = 700;
 
 type Measured = CpuUse & { perSecond: number };
 
+const WORKLOADS = ["calls", "dma", "latency"] as const;
+type Workload = (typeof WORKLOADS)[number];
+
+/**
+ * The workloads the phase measures: BENCH_MODES_WORKLOADS=dma,latency (or any of calls, dma,
+ * latency) for a short run of those alone; all three when unset.
+ */
+export function modesWorkloads(env = process.env.BENCH_MODES_WORKLOADS): Set<Workload> {
+  if (env === undefined || env.trim() === "") return new Set(WORKLOADS);
+  const chosen = env.split(",").map((w) => w.trim());
+  for (const w of chosen) {
+    if (!(WORKLOADS as readonly string[]).includes(w)) throw new Error(`unknown workload ${w}`);
+  }
+  return new Set(chosen as Workload[]);
+}
+
+type DmaMeasured = Measured & { mbPerSecond: number };
+
 export interface ModeRounds {
   readonly calls8: Measured[];
-  readonly dma: (Measured & { mbPerSecond: number })[];
+  readonly dma: DmaMeasured[];
   readonly latency: { p50: number; p99: number; calls: number }[];
 }
 
-export async function measureModes(profiles: string[]): Promise<Record<ModeName, ModeRounds>> {
+/** Set-ups whose ports keep HTTP/2's 64 KiB windows (before #15), measured beside the DMA. */
+const H2_WINDOW_SETUPS = ["standalone", "sync"] as const;
+type H2WindowSetup = (typeof H2_WINDOW_SETUPS)[number];
+
+export type ModesResult = Record<ModeName, ModeRounds> & {
+  /**
+   * DMA rounds of a standalone node and a sync pair with every HTTP/2 window at 64 KiB, and of
+   * the ordinary ones again in the same rounds (new*): after the modes' own rounds, with the
+   * async pair stopped. Empty without the dma workload.
+   */
+  readonly h2Windows: Record<H2WindowSetup, DmaMeasured[]> & {
+    readonly newStandalone?: DmaMeasured[];
+    readonly newSync?: DmaMeasured[];
+  };
+};
+
+export async function measureModes(profiles: string[]): Promise<ModesResult> {
   const clusters = new Map<ModeName, Cluster>();
+  const h2 = new Map<`${H2WindowSetup}-h2`, Cluster>();
+  const workloads = modesWorkloads();
+  const none = { standalone: [], async: [], sync: [] };
   try {
     clusters.set("standalone", await startStandalone("standalone"));
     clusters.set("async", await startPair({ label: "async", mode: "async" }));
     clusters.set("sync", await startPair({ label: "sync", mode: "sync" }));
-    const calls8 = await inRounds(clusters, CALL_ROUNDS, async (mode, c, round) => {
-      const r = await profilePhase(c.nodes, `small_calls_8-round${round + 1}`, () =>
-        smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS),
+    const calls8 = !workloads.has("calls")
+      ? none
+      : await inRounds(clusters, CALL_ROUNDS, async (mode, c, round) => {
+          const r = await profilePhase(c.nodes, `small_calls_8-round${round + 1}`, () =>
+            smallCalls(c.primary.guest, c.nodes, SESSIONS, CALL_DURATIONS),
+          );
+          profiles.push(...r.profiles);
+          console.log(
+            `  ${mode} small_calls_8 round ${round + 1}: ${Math.round(r.result.perSecond)}/s`,
+          );
+          return r.result;
+        });
+    const dmaRound = async (mode: string, c: Cluster, round: number) => {
+      const r = await profilePhase(c.nodes, `dma_write_64k-round${round + 1}`, () =>
+        dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
       );
       profiles.push(...r.profiles);
       console.log(
-        `  ${mode} small_calls_8 round ${round + 1}: ${Math.round(r.result.perSecond)}/s`,
+        `  ${mode} dma_write_64k round ${round + 1}: ${r.result.mbPerSecond.toFixed(0)} MB/s`,
       );
       return r.result;
-    });
-    const dma = await inRounds(clusters, DMA_ROUNDS, (_, c) =>
-      dmaWrites(c.primary.guest, c.nodes, DMA_DURATIONS),
-    );
-    const lat = await inRounds(clusters, LATENCY_ROUNDS, (_, c) =>
-      latency(c.primary.guest, LATENCY_MS),
-    );
+    };
+    const dma = !workloads.has("dma") ? none : await inRounds(clusters, DMA_ROUNDS, dmaRound);
+    const lat = !workloads.has("latency")
+      ? none
+      : await inRounds(clusters, LATENCY_ROUNDS, async (mode, c, round) => {
+          const r = await latency(c.primary.guest, LATENCY_MS);
+          console.log(
+            `  ${mode} latency round ${round + 1}: p50 ${r.p50.toFixed(0)} us, p99 ${r.p99.toFixed(0)} us`,
+          );
+          return r;
+        });
     const out = {} as Record<ModeName, ModeRounds>;
     for (const m of MODES) out[m] = { calls8: calls8[m], dma: dma[m], latency: lat[m] };
-    return out;
+    if (!workloads.has("dma")) return { ...out, h2Windows: { standalone: [], sync: [] } };
+    // The windows side by side: the async pair makes way (BENCH_PIN_CORES: 6 nodes, not 8).
+    await clusters.get("async")!.stop();
+    clusters.delete("async");
+    h2.set("standalone-h2", await startStandalone("standalone-h2", { h2DefaultWindows: true }));
+    h2.set("sync-h2", await startPair({ label: "sync-h2", mode: "sync", h2DefaultWindows: true }));
+    const sideBySide = new Map<string, Cluster>([
+      ["standalone", clusters.get("standalone")!],
+      ["standalone-h2", h2.get("standalone-h2")!],
+      ["sync", clusters.get("sync")!],
+      ["sync-h2", h2.get("sync-h2")!],
+    ]);
+    const w = await inRounds(sideBySide, DMA_ROUNDS, dmaRound);
+    return {
+      ...out,
+      h2Windows: {
+        standalone: w["standalone-h2"]!,
+        sync: w["sync-h2"]!,
+        newStandalone: w.standalone!,
+        newSync: w.sync!,
+      },
+    };
   } finally {
-    for (const c of clusters.values()) await c.stop();
+    for (const c of [...clusters.values(), ...h2.values()]) await c.stop();
   }
 }
 
@@ -89,7 +163,37 @@ const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e
 
 const atLeast = (value: number): Target => ({ kind: "atLeast", value });
 
-export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
+/** The metrics of the workloads measured (modesWorkloads): a short run reports only its own. */
+export function modeMetrics(r: ModesResult): Metric[] {
+  const measured = (m: Metric) =>
+    (!/small_calls|cpu_per_call/.test(m.name) || r.standalone.calls8.length > 0) &&
+    (!m.name.includes("dma_write") || r.standalone.dma.length > 0) &&
+    (!m.name.includes("latency") || r.standalone.latency.length > 0);
+  return [...allModeMetrics(r), ...windowMetrics(r)].filter(measured);
+}
+
+/** The DMA with the #15 windows against HTTP/2's 64 KiB ones, same rounds. */
+function windowMetrics(r: ModesResult): Metric[] {
+  return H2_WINDOW_SETUPS.flatMap((setup) => [
+    {
+      name: `${setup}_dma_write_64k_h2_window_mb_per_s`,
+      value: median(r.h2Windows[setup].map((m) => m.mbPerSecond)),
+      unit: `MB/s with every HTTP/2 window at 64 KiB (median of ${r.h2Windows[setup].length})`,
+    },
+    {
+      name: `${setup}_dma_write_64k_over_h2_window`,
+      value: medianRatio(
+        (setup === "standalone" ? r.h2Windows.newStandalone : r.h2Windows.newSync)?.map(
+          (m) => m.mbPerSecond,
+        ) ?? [],
+        r.h2Windows[setup].map((m) => m.mbPerSecond),
+      ),
+      unit: "ratio",
+    },
+  ]);
+}
+
+function allModeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
   const out: Metric[] = [];
   for (const mode of MODES) {
     const x = r[mode];
@@ -189,4 +293,4 @@ export function modeMetrics(r: Record<ModeName, ModeRounds>): Metric[] {
   return out;
 }
 
-export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;
+export const MODES_NOTE = `modes: standalone, async and sync set-ups run side by side; small calls are fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_ROUNDS} rounds of ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms; DMA ${DMA_CHUNK_BYTES / 1024} KiB writes, ${DMA_WINDOW} outstanding, ${DMA_ROUNDS} rounds of ${DMA_DURATIONS.warmupMs} + ${DMA_DURATIONS.measureMs} ms; latency: one fence at a time, ${LATENCY_ROUNDS} rounds of ${LATENCY_MS} ms; rounds visit the modes in rotating order; BENCH_MODES_WORKLOADS=dma (calls, dma, latency) measures only those; then (async pair stopped) DMA rounds of the standalone node, the sync pair and a standalone node and sync pair whose HTTP/2 windows are all 64 KiB (before #15), in rotating order: *_h2_window_mb_per_s and *_over_h2_window (median of per-round ratios); values are medians of rounds, mode/standalone ratios medians of per-round ratios (all rounds in data.modes); cpu_us_per_call = (client + node + standby CPU) / calls; node_cpu_us_per_call = CPU of the serving node (standalone or primary) / calls; *_node_bound_* = standalone node µs/call over the mode's primary µs/call: the throughput ratio to expect when the serving node is the bottleneck and the client and standby have cores of their own; sync_over_standalone_small_calls_8_cpu_ceiling = standalone's (client + node) CPU per call over sync's (client + primary + standby): where all of them share busy cores, as on a 2-core machine, sync/standalone throughput cannot exceed it`;

@@ -1,6 +1,7 @@
 // A fresh standby catching up by snapshot from 256 MiB and then 1 GiB of buffers (see
 // snapshot-catch-up.ts for the method); the rate against raw loopback TCP.
 import os from "node:os";
+import { otherBuild } from "./before-build.js";
 import type { Metric } from "./report.js";
 import { type SnapshotCatchUp, snapshotCatchUp } from "./snapshot-catch-up.js";
 
@@ -11,23 +12,54 @@ const SNAPSHOT_SIZES = [
 ] as const;
 const SNAPSHOT_BASELINE_MS = 1500;
 
-export async function measureSnapshots(profiles: string[]) {
-  const snapshots: Record<string, SnapshotCatchUp> = {};
-  for (const size of SNAPSHOT_SIZES) {
+/** The sizes to run: all, or those BENCH_SNAPSHOT_SIZES names (e.g. "256m", a quick look). */
+function selectedSizes() {
+  const env = process.env.BENCH_SNAPSHOT_SIZES;
+  if (env === undefined || env === "") return SNAPSHOT_SIZES;
+  const names = env.split(",");
+  for (const n of names) {
+    if (!SNAPSHOT_SIZES.some((s) => s.name === n)) throw new Error(`unknown snapshot size ${n}`);
+  }
+  return SNAPSHOT_SIZES.filter((s) => names.includes(s.name));
+}
+
+export interface Snapshots {
+  readonly now: Record<string, SnapshotCatchUp>;
+  /** The same sizes with another build's nodes (BENCH_SNAPSHOT_BEFORE), each just before now's. */
+  readonly before?: { readonly build: string; readonly runs: Record<string, SnapshotCatchUp> };
+}
+
+/**
+ * Each size with this build; with BENCH_SNAPSHOT_BEFORE=REV|DIR (before-build.ts) also with
+ * that build's nodes, run just before this build's at each size (side by side in one run).
+ */
+export async function measureSnapshots(profiles: string[]): Promise<Snapshots> {
+  const beforeRev = process.env.BENCH_SNAPSHOT_BEFORE;
+  const other = beforeRev ? await otherBuild(beforeRev) : undefined;
+  const now: Record<string, SnapshotCatchUp> = {};
+  const before: Record<string, SnapshotCatchUp> = {};
+  for (const size of selectedSizes()) {
+    if (other !== undefined) {
+      const label = `${size.name}-before`;
+      const b = await snapshotCatchUp(label, size.bytes, SNAPSHOT_BASELINE_MS, other.spawn);
+      before[size.name] = b;
+      profiles.push(...b.profiles);
+      console.log(`  ${size.name} (${other.name}): ${Math.round(b.mbPerSecond)} MB/s`);
+    }
     const s = await snapshotCatchUp(size.name, size.bytes, SNAPSHOT_BASELINE_MS);
-    snapshots[size.name] = s;
+    now[size.name] = s;
     profiles.push(...s.profiles);
     console.log(`  ${size.name}: ${Math.round(s.mbPerSecond)} MB/s`);
   }
-  return snapshots;
+  return other === undefined ? { now } : { now, before: { build: other.name, runs: before } };
 }
 
 export function snapshotMetrics(
-  snapshots: Record<string, SnapshotCatchUp>,
+  snapshots: Snapshots,
   rawMbPerSecond: number | undefined,
 ): Metric[] {
   const out: Metric[] = [];
-  for (const [name, s] of Object.entries(snapshots)) {
+  for (const [name, s] of Object.entries(snapshots.now)) {
     const p = `snapshot_${name}`;
     out.push(
       { name: `${p}_mb_per_s`, value: s.mbPerSecond, unit: "MB/s (1e6 B)" },
@@ -60,8 +92,44 @@ export function snapshotMetrics(
         target: { kind: "atLeast", value: 0.5, note: "#15" },
       });
     }
+    out.push(...transferCpuMetrics(p, s));
+    const b = snapshots.before?.runs[name];
+    if (b !== undefined) {
+      out.push(
+        { name: `${p}_before_mb_per_s`, value: b.mbPerSecond, unit: "MB/s (the other build)" },
+        {
+          name: `${p}_before_primary_pause_ms`,
+          value: b.pause.maxMs,
+          unit: "ms (the other build)",
+        },
+        { name: `${p}_now_over_before`, value: s.mbPerSecond / b.mbPerSecond, unit: "ratio" },
+        ...transferCpuMetrics(`${p}_before`, b),
+      );
+    }
   }
   return out;
 }
 
-export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: PullSnapshot); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion)`;
+/** CPU ms per MiB of each node's main thread and other threads (snapshot-cpu.ts). */
+function transferCpuMetrics(prefix: string, s: SnapshotCatchUp): Metric[] {
+  const c = s.transferCpu;
+  if (c === undefined) return [];
+  const unit = `CPU ms per MiB (10→90 %: ${c.mib.toFixed(0)} MiB in ${c.seconds.toFixed(2)} s)`;
+  const top = (ms: number) => `${unit}; busiest one ${ms.toFixed(2)}`;
+  return [
+    { name: `${prefix}_primary_main_cpu_ms_per_mib`, value: c.primaryMainMsPerMiB, unit },
+    {
+      name: `${prefix}_primary_other_cpu_ms_per_mib`,
+      value: c.primaryOtherMsPerMiB,
+      unit: top(c.primaryTopOtherMsPerMiB),
+    },
+    { name: `${prefix}_standby_main_cpu_ms_per_mib`, value: c.standbyMainMsPerMiB, unit },
+    {
+      name: `${prefix}_standby_other_cpu_ms_per_mib`,
+      value: c.standbyOtherMsPerMiB,
+      unit: top(c.standbyTopOtherMsPerMiB),
+    },
+  ];
+}
+
+export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: PullSnapshot); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion); *_cpu_ms_per_mib = CPU time of each node's main thread and of its other threads (device and lease threads, V8's and libuv's helpers; the busiest one in the unit) per MiB acknowledged between the primary's status polls at 10 % and 90 % of the bytes (the primary's include its guest's calls meanwhile); CPU time, so steadier on a shared box than the rates; with BENCH_SNAPSHOT_BEFORE=REV|DIR each size also runs on that build's nodes just before (*_before_*)`;

@@ -15,6 +15,10 @@
 // and whether the pairs stayed pairs (lease lapses, promotions, step-downs in their logs).
 // `--phase modes,mmio,…` (or BENCH_PHASES=…) runs a subset (written as replication-<phases>.json);
 // BENCH_ROUNDS=N sets the rounds of compute and before (a quick check: 1);
+// BENCH_MODES_WORKLOADS=dma (or calls, dma, latency) runs only those workloads of modes
+// (written as replication-modes-dma.json);
+// BENCH_SNAPSHOT_SIZES=256m runs only that snapshot size (a quick look; default 256m,1g);
+// BENCH_SNAPSHOT_BEFORE=REV|DIR also runs each snapshot size with that build's nodes, just before;
 // BENCH_PROFILE_DIR=DIR also writes a CPU profile per node and phase (see cpu-profile.ts);
 // BENCH_LEASE_MS=N runs the pairs on an N ms lease (replication-…-leaseN.json);
 // BENCH_KEEP_LOGS=1 keeps every node's directory and log.
@@ -29,7 +33,7 @@ import { BEFORE_NOTE, beforeMetrics, DEFAULT_BEFORE, measureBefore } from "./rep
 import { COMPUTE_NOTE, computeMetrics, measureCompute } from "./replication-compute.js";
 import { HEAVY_NOTE, heavyMetrics, measureHeavy } from "./replication-heavy.js";
 import { MMIO_NOTE, measureMmioModes } from "./replication-mmio.js";
-import { MODES_NOTE, measureModes, modeMetrics } from "./replication-modes.js";
+import { MODES_NOTE, measureModes, modeMetrics, modesWorkloads } from "./replication-modes.js";
 import { measureResync, RESYNC_NOTE, resyncMetrics } from "./replication-resync.js";
 import { measureRetain, RETAIN_NOTE, retainMetrics } from "./replication-retain.js";
 import { measureSnapshots, SNAPSHOT_NOTE, snapshotMetrics } from "./replication-snapshot.js";
@@ -185,8 +189,10 @@ export async function runReplication(options: ReplicationOptions = {}): Promise<
   }
   const all = phases.size === PHASES.length;
   const lease = leaseOverride();
+  const workloads = phases.has("modes") ? [...modesWorkloads()] : [];
+  const partOfModes = workloads.length < 3 ? `-${workloads.join("-")}` : "";
   publish({
-    name: `replication${all ? "" : `-${[...phases].join("-")}`}${lease ? `-lease${lease.durationMs}` : ""}`,
+    name: `replication${all ? "" : `-${[...phases].join("-")}`}${partOfModes}${lease ? `-lease${lease.durationMs}` : ""}`,
     metrics,
     ratios: Object.fromEntries(
       metrics.filter((m) => m.unit === "ratio").map((m) => [m.name, m.value]),

@@ -1,5 +1,5 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|gpu|all`
-// (`all` without gpu, which needs a GPU host).
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|snapshot-stages|gpu|gpu-latency|all`
+// (`all` without gpu and gpu-latency, which need a GPU host).
 // Each prints a table and writes bench/results/<name>.json. The replication benchmark also
 // takes `--phase a,b` (its phases; as BENCH_PHASES) and `--before REV|DIR` (the build its
 // `before` phase compares with; HEAD~1 by default).
@@ -7,11 +7,13 @@ import { runDeviceCrossing } from "./device-crossing.js";
 import { runEntryCodec } from "./entry-codec.js";
 import { runFailover } from "./failover.js";
 import { runGpu } from "./gpu.js";
+import { runGpuLatency } from "./gpu-latency.js";
 import { runGpuModel } from "./gpu-model.js";
 import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
 import { runKernelSpeed } from "./kernel-speed.js";
 import { type ReplicationOptions, runReplication } from "./replication.js";
+import { runSnapshotStages } from "./snapshot-stages.js";
 
 const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> = new Map([
   ["gpu-model", runGpuModel],
@@ -23,6 +25,8 @@ const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> 
   ["device-crossing", runDeviceCrossing],
   ["entry-codec", runEntryCodec],
   ["gpu", runGpu],
+  ["gpu-latency", runGpuLatency],
+  ["snapshot-stages", runSnapshotStages],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>
@@ -48,10 +52,10 @@ async function main(argv: readonly string[]): Promise<number> {
     console.error(USAGE);
     return 2;
   }
-  // `all` leaves out gpu: it needs a GPU host (npm run bench -- gpu there).
+  // `all` leaves out gpu and gpu-latency: they need a GPU host (npm run bench -- gpu there).
   const chosen =
     name === "all"
-      ? [...BENCHMARKS].filter(([n]) => n !== "gpu").map(([, run]) => run)
+      ? [...BENCHMARKS].filter(([n]) => n !== "gpu" && n !== "gpu-latency").map(([, run]) => run)
       : [BENCHMARKS.get(name)!];
   for (const run of chosen) await run(options);
   return 0;

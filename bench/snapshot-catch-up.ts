@@ -14,6 +14,7 @@
 // logged during the transfer: that wait is reported apart, as the catch-up stall.
 import { performance } from "node:perf_hooks";
 import { buf, u32 } from "@vgpu-ha/client";
+import type { OtherBuild } from "./before-build.js";
 import { reservePort, startPrimary, startStandby } from "./cluster.js";
 import { collectProfiles, startProfiles } from "./cpu-profile.js";
 import { type Client, CpuMeter, openClient } from "./guest-workload.js";
@@ -21,6 +22,7 @@ import { longestAnswered, longestWithin, type Stall, sampleLatency } from "./lat
 import { tallyLeaseEvents } from "./lease-events.js";
 import type { NodeProcess } from "./node-process.js";
 import { status, waitFor } from "./ops-client.js";
+import { type SnapshotCpu, SnapshotCpuMeter } from "./snapshot-cpu.js";
 import { sleepMs } from "./timing.js";
 
 const BO_BYTES_MAX = 256 * 2 ** 20;
@@ -55,21 +57,26 @@ export interface SnapshotCatchUp {
   readonly standbyCpuPct: number;
   readonly clientCpuPct: number;
   readonly machineCpuPct: number;
+  /** CPU per MiB of each node's threads over the middle of the transfer (snapshot-cpu.ts). */
+  readonly transferCpu: SnapshotCpu | undefined;
   readonly profiles: readonly string[];
 }
 
 const wallMs = () => performance.timeOrigin + performance.now();
 
+/** `spawn`: another build's (before-build.ts) for both nodes; this build's when left out. */
 export async function snapshotCatchUp(
   label: string,
   totalBytes: number,
   baselineMs: number,
+  spawn?: OtherBuild["spawn"],
 ): Promise<SnapshotCatchUp> {
   const port = await reservePort();
   const primary = await startPrimary({
     label: `${label}-primary`,
     mode: "sync",
     peer: `127.0.0.1:${port}`,
+    spawn,
   });
   let standby: NodeProcess | undefined;
   const clients: Client[] = [];
@@ -79,6 +86,7 @@ export async function snapshotCatchUp(
     await fill(filler, totalBytes);
     const guest = await openClient(primary.guest);
     clients.push(guest);
+    const cpuMeter = new SnapshotCpuMeter(primary);
     const baselineSampler = sampleLatency(guest);
     await sleepMs(baselineMs);
     const baseline = longestWithin(await baselineSampler.stop(), 0, Number.POSITIVE_INFINITY);
@@ -92,11 +100,19 @@ export async function snapshotCatchUp(
       listen: `127.0.0.1:${port}`,
       primary: primary.replication,
       profileFromStart: true,
+      spawn,
     });
+    const pair = standby;
+    let coverBytes = 0;
     const done = await waitFor("snapshot installed", SNAPSHOT_TIMEOUT_MS, async () => {
       const r = (await status(primary)).replication;
+      if (r?.snapshot) {
+        coverBytes = r.snapshot.totalBytes;
+        cpuMeter.sample(r.snapshot.doneBytes, pair);
+      }
       return r?.state === "streaming" && r.lastSnapshot !== null ? r : undefined;
     });
+    const transferCpu = cpuMeter.result(coverBytes, pair);
     const endToEndSeconds = (performance.now() - spawnedMs) / 1000;
     const cpu = meter.stop();
     const standbyCpuPct = (standby.cpuSeconds() / endToEndSeconds) * 100;
@@ -127,6 +143,7 @@ export async function snapshotCatchUp(
       standbyCpuPct,
       clientCpuPct: cpu.clientPct,
       machineCpuPct: cpu.machinePct,
+      transferCpu,
       profiles,
     };
   } finally {

@@ -1,7 +1,7 @@
 // The guest's gRPC edge: the dialer port over grpc-js (a stream on a pooled connection), TLS
 // credentials for the guest port, and the errors a node's refusal becomes.
 import * as grpc from "@grpc/grpc-js";
-import { certificateNames, ErrorCode, type wire } from "@vgpu-ha/common";
+import { certificateNames, ErrorCode, encodeGuestFrames, type wire } from "@vgpu-ha/common";
 import { type PooledClient, pooledClient } from "./channel-pool.js";
 import type { NodeRefusal } from "./core/session-machine.js";
 import { SessionClosedError, SessionExpiredError } from "./errors.js";
@@ -80,7 +80,16 @@ export interface GrpcDialOptions {
   readonly keepaliveMs?: number;
   readonly channel?: ReturnType<typeof guestChannel>;
   readonly streamsPerConnection?: number | undefined;
+  /** HTTP/2 receive window of each connection and stream; DEFAULT_RECEIVE_WINDOW_BYTES if left out. */
+  readonly receiveWindowBytes?: number;
 }
+
+/**
+ * The guest's HTTP/2 receive window (grpc-js's grpc-node.flow_control_window: each stream's and
+ * the connection's). HTTP/2's default, 64 KiB, would cost a dma_read reply of 64 KiB or more a
+ * WINDOW_UPDATE round trip per 64 KiB.
+ */
+export const DEFAULT_RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /** The SessionPorts dialer over grpc-js: each stream takes a place on a pooled connection. */
 export function grpcDialer(options: GrpcDialOptions): (endpoint: string) => NodeStream {
@@ -101,6 +110,7 @@ export function grpcDialer(options: GrpcDialOptions): (endpoint: string) => Node
         "grpc.keepalive_permit_without_calls": 1,
         "grpc.initial_reconnect_backoff_ms": 100,
         "grpc.max_reconnect_backoff_ms": 1000,
+        "grpc-node.flow_control_window": options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES,
       },
       options.streamsPerConnection,
     );
@@ -116,7 +126,13 @@ function grpcNodeStream(pooled: PooledClient, stream: Duplex): NodeStream {
   stream.on("end", () => handlers?.closed("stream ended"));
   return {
     send: (m) => {
-      stream.write(m);
+      // Frames go as their bytes, encoded with each dma_write's data copied once (the
+      // serializer passes bytes through); the rest through the generated code.
+      stream.write(
+        m.kind.case === "frames"
+          ? (encodeGuestFrames(m.kind.value.frames) as unknown as wire.GuestMessage)
+          : m,
+      );
     },
     end: () => {
       stream.end();

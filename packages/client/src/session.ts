@@ -63,6 +63,11 @@ export interface SessionOptions {
    * client adapts.
    */
   readonly maxStreamsPerConnection?: number;
+  /**
+   * HTTP/2 receive window of each connection and stream, in bytes (default 4 MiB): how much
+   * of the node's replies (dma_read data) may be on their way before this process reads them.
+   */
+  readonly receiveWindowBytes?: number;
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -108,6 +113,9 @@ export class Session extends SessionCalls {
         channel: guestChannel(options.tls),
         streamsPerConnection: options.maxStreamsPerConnection,
         ...(options.keepaliveMs !== undefined ? { keepaliveMs: options.keepaliveMs } : {}),
+        ...(options.receiveWindowBytes !== undefined
+          ? { receiveWindowBytes: options.receiveWindowBytes }
+          : {}),
       }),
       timers: nodeTimers,
       nowMs: () => performance.now(),

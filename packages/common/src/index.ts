@@ -32,6 +32,7 @@ export * from "./tls/tls-files.js";
 export * from "./transport/link.js";
 export * from "./wire/call-codec.js";
 export * from "./wire/entry-pack.js";
+export * from "./wire/guest-frames-encode.js";
 export * as wire from "./wire/messages.js";
 export * from "./wire/replication-codec.js";
 export * from "./wire/snapshot-pages-encode.js";

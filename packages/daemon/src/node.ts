@@ -381,6 +381,7 @@ export class VgpuNode implements Supervisor {
         }),
         {
           maxStreamsPerConnection: config.guest.maxStreamsPerConnection,
+          receiveWindow: config.guest,
           guard: {
             guard: new GuestGuard(config.guest),
             nowMs: () => this.clock.monotonicMs(),
@@ -410,16 +411,19 @@ export class VgpuNode implements Supervisor {
             pullSnapshot: (call) => this.servePull(call),
             probe: (call, callback) => answerProbe(this.probeDeps(), call, callback),
           }),
-          this.tls
-            ? {
-                tls: {
-                  files: this.tls,
-                  clientCertificates: "required",
-                  peerName: config.peer.name,
-                  onRefused: this.tlsRefusals("replication"),
-                },
-              }
-            : {},
+          {
+            receiveWindow: config.replication,
+            ...(this.tls
+              ? {
+                  tls: {
+                    files: this.tls,
+                    clientCertificates: "required",
+                    peerName: config.peer.name,
+                    onRefused: this.tlsRefusals("replication"),
+                  },
+                }
+              : {}),
+          },
         ),
       );
     }

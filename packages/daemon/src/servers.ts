@@ -7,10 +7,13 @@
 // node starts, on the other role, and once it stops). The node sets them on each role change.
 
 import type { Http2Server } from "node:http2";
+import { createServer as createNetServer } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { addService, invariant, type ServiceHandlers, wire } from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
 import { type GuestListenerOptions, listenGuest } from "./guest-listener.js";
+import { http2ServersOf, type ReceiveWindow, raiseReceiveWindow } from "./http2-window.js";
+import { listenOn } from "./listen-on.js";
 import { listenTls, type TlsPortOptions } from "./tls-listener.js";
 
 export interface GrpcServer {
@@ -47,6 +50,8 @@ export interface PortOptions {
   readonly tls?: TlsPortOptions;
   /** Terminate TCP in the node's own listener and apply the guest defences. */
   readonly guard?: Omit<GuestListenerOptions, "tls">;
+  /** HTTP/2 receive windows of each accepted connection (http2-window.ts); 64 KiB if left out. */
+  readonly receiveWindow?: ReceiveWindow;
 }
 
 /**
@@ -86,34 +91,38 @@ export async function startGrpcServer(
     health.setStatus("", status);
     health.setStatus(register.serviceName, status);
   };
-  let front: { port: number; close(): void; streamsOf?(peer: string): number } | undefined;
+  // Every port ends TCP (and TLS) in a listener of ours and hands the socket to grpc-js through
+  // a connection injector: so the HTTP/2 server behind it is known before the first connection.
+  const { injector, http2 } = injectorWithServer(server);
+  if (options.receiveWindow) raiseReceiveWindow(http2, options.receiveWindow);
+  let front: { port: number; close(): void; streamsOf?(peer: string): number };
   if (options.guard) {
-    // TCP (and TLS) end in our listener, which counts and refuses; gRPC gets the stream.
-    const { injector, http2 } = injectorWithServer(server);
+    // Our listener counts and refuses per source; gRPC gets the stream.
     front = await listenGuest(listen, injector, http2, {
       ...options.guard,
       ...(options.tls ? { tls: options.tls } : {}),
     });
   } else if (options.tls) {
     // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
-    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     front = await listenTls(listen, injector, options.tls);
+  } else {
+    // Nagle off: grpc-js's own listener (bindAsync) leaves it on, and a standby's small ack
+    // written while its previous one is unacknowledged then waits for the primary's delayed TCP
+    // ACK (docs/gpu.md: the sync gemm pair's 86-121 ms stalls). Tried in 84122b5 and reverted
+    // in 72d9522 after hostile.test.ts sessions-400 failed there; it passes with this listener
+    // (docs/benchmarks.md, "DMA 64 KiB").
+    const plain = createNetServer({ noDelay: true }, (socket) => injector.injectConnection(socket));
+    front = { port: await listenOn(plain, listen), close: () => plain.close() };
   }
-  const port =
-    front?.port ??
-    (await new Promise<number>((resolve, reject) =>
-      server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (e, p) =>
-        e ? reject(e) : resolve(p),
-      ),
-    ));
+  const port = front.port;
   return {
     port,
-    streamsOf: (peer) => front?.streamsOf?.(peer) ?? 0,
+    streamsOf: (peer) => front.streamsOf?.(peer) ?? 0,
     setServing,
     stop: (graceMs) =>
       new Promise<void>((resolve) => {
         setServing(false);
-        front?.close();
+        front.close();
         const force = setTimeout(() => {
           server.forceShutdown();
           resolve();
@@ -140,18 +149,17 @@ export const replicationService = (
 
 /**
  * A connection injector and the HTTP/2 server behind it, whose "session" events let the guest
- * listener watch each connection's streams. grpc-js keeps that server in a private map (as of
- * 1.14); if a release moves it, the node refuses to start rather than run without defences.
+ * listener watch each connection's streams and http2-window.ts raise its windows. grpc-js keeps
+ * that server in a private map (as of 1.14); if a release moves it, the node refuses to start
+ * rather than run without defences.
  */
 function injectorWithServer(server: grpc.Server): {
   injector: grpc.ConnectionInjector;
   http2: Http2Server;
 } {
-  const servers = (server as unknown as { http2Servers?: Map<Http2Server, unknown> }).http2Servers;
-  invariant(servers instanceof Map, "grpc-js: Server.http2Servers not found");
-  const before = new Set(servers.keys());
+  const before = http2ServersOf(server);
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  const added = [...servers.keys()].filter((s) => !before.has(s));
+  const added = [...http2ServersOf(server)].filter((s) => !before.has(s));
   invariant(added.length === 1, "grpc-js: the connection injector's HTTP/2 server not found");
   return { injector, http2: added[0]! };
 }

@@ -1,22 +1,22 @@
 // One command encoder's worth of device operations (those submitted in one event-loop turn):
-// the commands, an upload arena for the bytes they need (mapped at creation, unmapped before
-// submit), readback buffers mapped after submit, and the temporaries destroyed once the GPU is
-// done. Results are produced, in operation order, after that.
+// the commands, an upload arena for the bytes they need (pooled blocks filled on the CPU and
+// written with queue.writeBuffer before submit), readback buffers (pooled) mapped after submit,
+// and the temporaries destroyed once the GPU is done. Results are produced, in operation order,
+// after that; then the pooled buffers go back to their pools (pools.ts).
 import type { OpResult } from "@vgpu-ha/gpu-model";
-import { type GpuContext, MAP_READ_MODE, Usage } from "./gpu-context.js";
+import { type GpuContext, Usage } from "./gpu-context.js";
 import { gridFor } from "./plan/grid.js";
+import type { ReadbackBuffer, ReadbackPool, UploadBlock, UploadPool } from "./pools.js";
 import type { ShaderName } from "./wgsl/index.js";
 import { PARAM_BYTES, PARAM_GROUPS, PARAM_GX, PARAM_ONE, PARAM_WORDS } from "./wgsl/index.js";
 
-/** Upload blocks are at least this big (smaller ones are shared by the batch's operations). */
-const UPLOAD_BLOCK_BYTES = 64 << 10;
 /** Uniform and storage binding offsets must be multiples of this (WebGPU's minimum alignments). */
 const BINDING_ALIGN_BYTES = 256;
 
-interface UploadBlock {
-  readonly buffer: GPUBuffer;
-  readonly bytes: Uint8Array;
-  used: number;
+/** The pools a batch takes its upload and readback buffers from. */
+export interface BatchPools {
+  readonly uploads: UploadPool;
+  readonly readbacks: ReadbackPool;
 }
 
 /** Where an allocation in the upload arena landed. */
@@ -36,8 +36,9 @@ export class Batch {
   readonly encoder: GPUCommandEncoder;
   readonly results: { index: number; produce: () => OpResult }[] = [];
   private readonly gpu: GpuContext;
+  private readonly pools: BatchPools;
   private readonly blocks: UploadBlock[] = [];
-  private readonly readbacks: GPUBuffer[] = [];
+  private readonly readbacks: ReadbackBuffer[] = [];
   private readonly temporaries: GPUBuffer[] = [];
   /** Run after submit: buffers freed by operations of this batch are destroyed then. */
   readonly afterSubmit: (() => void)[] = [];
@@ -45,8 +46,9 @@ export class Batch {
   /** The operations after this one wait for this batch's results (a snapshot's page scan). */
   stall = false;
 
-  constructor(gpu: GpuContext) {
+  constructor(gpu: GpuContext, pools: BatchPools) {
     this.gpu = gpu;
+    this.pools = pools;
     this.encoder = gpu.device.createCommandEncoder();
   }
 
@@ -59,13 +61,7 @@ export class Batch {
     let block = this.blocks[this.blocks.length - 1];
     const at = block ? Math.ceil(block.used / align) * align : 0;
     if (block === undefined || at + size > block.bytes.byteLength) {
-      const blockSize = Math.max(UPLOAD_BLOCK_BYTES, Math.ceil(size / 4) * 4);
-      const buffer = this.gpu.device.createBuffer({
-        size: blockSize,
-        usage: Usage.UNIFORM | Usage.STORAGE | Usage.COPY_SRC,
-        mappedAtCreation: true,
-      });
-      block = { buffer, bytes: new Uint8Array(buffer.getMappedRange()), used: 0 };
+      block = this.pools.uploads.take(size);
       this.blocks.push(block);
       return this.take(block, 0, size);
     }
@@ -111,11 +107,9 @@ export class Batch {
 
   /** A buffer of `size` bytes (a multiple of 4) that commands copy into, mapped after submit. */
   mapTarget(size: number): Readback {
-    const buffer = this.gpu.device.createBuffer({
-      size: Math.max(4, size),
-      usage: Usage.MAP_READ | Usage.COPY_DST,
-    });
-    this.readbacks.push(buffer);
+    const rb = this.pools.readbacks.take(size);
+    this.readbacks.push(rb);
+    const buffer = rb.buffer;
     return { buffer, data: () => new Uint8Array(buffer.getMappedRange(), 0, size) };
   }
 
@@ -178,18 +172,23 @@ export class Batch {
   /** Submits the commands; resolves once the GPU is done and every readback is mapped. */
   submit(): Promise<void> {
     this.endPass();
-    for (const block of this.blocks) block.buffer.unmap();
+    for (const block of this.blocks) this.pools.uploads.flush(block);
     const queue = this.gpu.device.queue;
     queue.submit([this.encoder.finish()]);
     for (const run of this.afterSubmit) run();
-    const maps = this.readbacks.map((b) => b.mapAsync(MAP_READ_MODE));
-    return Promise.all([queue.onSubmittedWorkDone(), ...maps]).then(() => undefined);
+    // A readback's map completes after the work before it: it alone says the batch is done.
+    if (this.readbacks.length > 0) {
+      return Promise.all(this.readbacks.map((rb) => this.pools.readbacks.map(rb))).then(
+        () => undefined,
+      );
+    }
+    return queue.onSubmittedWorkDone();
   }
 
-  /** Destroys what the batch made for itself (after its results were produced). */
+  /** Gives back or destroys what the batch used (after its results were produced). */
   destroy(): void {
-    for (const b of this.blocks) b.buffer.destroy();
-    for (const b of this.readbacks) b.destroy();
+    for (const b of this.blocks) this.pools.uploads.give(b);
+    for (const rb of this.readbacks) this.pools.readbacks.give(rb);
     for (const b of this.temporaries) b.destroy();
   }
 }

@@ -17,6 +17,7 @@ import { type LaunchArg, launch } from "./encode-launch.js";
 import { copy, hash, patchBuffer, read, write } from "./encode-memory.js";
 import type { GpuContext } from "./gpu-context.js";
 import { storeRecords, xorRecord } from "./plan/bytes.js";
+import { ReadbackPool, UploadPool } from "./pools.js";
 import { GpuSnapshot } from "./snapshot.js";
 
 export interface WebGpuExecutorOptions {
@@ -24,6 +25,11 @@ export interface WebGpuExecutorOptions {
   readonly ownsDevice?: boolean;
   /** The largest buffer in bytes (the device's binding limit). */
   readonly maxBufferBytes: number;
+  /**
+   * Wraps each batch in validation and out-of-memory error scopes (default true). Without
+   * them an error still fails the executor, through the device's uncaptured-error event.
+   */
+  readonly errorScopes?: boolean;
 }
 
 export class WebGpuExecutor implements DeviceExecutor {
@@ -31,6 +37,7 @@ export class WebGpuExecutor implements DeviceExecutor {
   private readonly gpu: GpuContext;
   private readonly options: WebGpuExecutorOptions;
   private readonly buffers: GpuBuffers;
+  private readonly pools: { uploads: UploadPool; readbacks: ReadbackPool };
   private readonly snapshots = new Map<number, GpuSnapshot>();
   private sink: ExecutorSink | undefined;
   private pending: { index: number; op: DeviceOp }[] = [];
@@ -44,6 +51,7 @@ export class WebGpuExecutor implements DeviceExecutor {
     this.gpu = gpu;
     this.options = options;
     this.buffers = new GpuBuffers(gpu.device, options.maxBufferBytes);
+    this.pools = { uploads: new UploadPool(gpu.device), readbacks: new ReadbackPool(gpu.device) };
     gpu.device.lost.then((info) => this.fail(`GPU device lost: ${info.reason} ${info.message}`));
     gpu.device.onuncapturederror = (e) => this.fail(`GPU error: ${e.error.message}`);
   }
@@ -70,6 +78,8 @@ export class WebGpuExecutor implements DeviceExecutor {
     this.closed = true;
     this.pending = [];
     this.buffers.destroyAll();
+    this.pools.uploads.destroy();
+    this.pools.readbacks.destroy();
     if (this.options.ownsDevice) this.gpu.device.destroy();
   }
 
@@ -77,10 +87,13 @@ export class WebGpuExecutor implements DeviceExecutor {
   private pump(): void {
     this.scheduled = false;
     if (this.closed || this.stalled || this.pending.length === 0) return;
-    const batch = new Batch(this.gpu);
+    const batch = new Batch(this.gpu, this.pools);
     const device = this.gpu.device;
-    device.pushErrorScope("validation");
-    device.pushErrorScope("out-of-memory");
+    const scoped = this.options.errorScopes !== false;
+    if (scoped) {
+      device.pushErrorScope("validation");
+      device.pushErrorScope("out-of-memory");
+    }
     let taken = 0;
     try {
       while (taken < this.pending.length && !batch.stall) {
@@ -93,7 +106,9 @@ export class WebGpuExecutor implements DeviceExecutor {
     }
     this.pending = this.pending.slice(taken);
     const done = batch.submit();
-    const scopes = Promise.all([device.popErrorScope(), device.popErrorScope()]);
+    const scopes = scoped
+      ? Promise.all([device.popErrorScope(), device.popErrorScope()])
+      : Promise.resolve([]);
     if (batch.stall) this.stalled = true;
     this.tail = this.tail
       .then(() => Promise.all([done, scopes]))

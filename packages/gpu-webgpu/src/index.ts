@@ -17,3 +17,5 @@ export {
   type GoldenReport,
   goldenCaseOps,
 } from "./golden.js";
+export { GEMM_DEPTH, gemmWgsl } from "./wgsl/gemm.js";
+export { PARAM_BYTES, PARAM_WORDS, PRELUDE } from "./wgsl/prelude.js";

@@ -1,7 +1,8 @@
 // Proves when the standby pulls a snapshot's pages: only while a snapshot is in progress (its
 // chunk 0 came on the stream), once per snapshot, from the chunk the receiver needs next; a
 // pull that ended is opened again no sooner than PULL_RETRY_MS, from where the receiver got
-// to; a newer snapshot replaces the pull of an older one; close() cancels the pull in progress.
+// to; a newer snapshot replaces the pull of an older one; close() cancels the pull in progress;
+// the port is warmed once, at the first look, and released by stop().
 import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./core/receiver.js";
@@ -23,7 +24,14 @@ function setup() {
     1,
   );
   const opened: Opened[] = [];
+  const calls = { warm: 0, close: 0 };
   const port: SnapshotPullPort = {
+    warm() {
+      calls.warm++;
+    },
+    close() {
+      calls.close++;
+    },
     open(request, deliver, done) {
       const o: Opened = { request: request as Opened["request"], deliver, done, cancelled: false };
       opened.push(o);
@@ -47,7 +55,7 @@ function setup() {
   const advance = (ms: number) => {
     now += ms;
   };
-  return { receiver, opened, puller, delivered, advance };
+  return { receiver, opened, puller, delivered, advance, calls };
 }
 
 /** The chunks of a snapshot holding one 4-page buffer: chunk 0 (metadata), then a page each. */
@@ -82,9 +90,10 @@ function chunks(snapshotId: number) {
 
 describe("the snapshot puller", () => {
   it("pulls only while a snapshot is in progress, once, from the chunk needed next", () => {
-    const { receiver, opened, puller } = setup();
+    const { receiver, opened, puller, calls } = setup();
     puller.check();
     expect(opened).toHaveLength(0);
+    expect(calls.warm).toBe(1); // connected before any snapshot
     const [first, ...rest] = chunks(5);
     receiver.step(first!);
     puller.check();
@@ -100,6 +109,7 @@ describe("the snapshot puller", () => {
     expect(receiver.state).toBe("replica");
     puller.check();
     expect(opened).toHaveLength(1);
+    expect(calls.warm).toBe(1);
   });
 
   it("reopens an ended pull after PULL_RETRY_MS from where the receiver got to", () => {
@@ -130,5 +140,15 @@ describe("the snapshot puller", () => {
     ]);
     puller.close();
     expect(opened[1]!.cancelled).toBe(true);
+  });
+
+  it("stop() ends the pull in progress and releases the port", () => {
+    const { receiver, opened, puller, calls } = setup();
+    receiver.step(chunks(5)[0]!);
+    puller.check();
+    expect(calls.close).toBe(0);
+    puller.stop();
+    expect(opened[0]!.cancelled).toBe(true);
+    expect(calls.close).toBe(1);
   });
 });

@@ -4,7 +4,8 @@
 // for the snapshot in progress, from the chunk the receiver needs next; a pull that ends early
 // (a broken connection, a refusal) is opened again on a later look, at most every
 // PULL_RETRY_MS. What arrives is stepped like the stream's messages (StandbyLink.pulled), and
-// the receiver's acks go back on the replication stream.
+// the receiver's acks go back on the replication stream. The port is warmed at the first look
+// (the primary's first message): its connection is up before a snapshot's chunk 0 arrives.
 import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
 import type { LinkLogger } from "./ports.js";
@@ -21,6 +22,10 @@ export interface SnapshotPullPort {
     deliver: (message: PrimaryMessage) => void,
     done: (reason: string) => void,
   ): () => void;
+  /** Gets ready to open pulls soon (the daemon's connects to the primary); optional. */
+  warm?(): void;
+  /** Releases what the port holds (the daemon's connection); pulls are closed already. */
+  close?(): void;
 }
 
 /** Pause before a pull of the same snapshot is opened again after one ended. */
@@ -40,6 +45,7 @@ export class SnapshotPuller {
   private loggedEnd = 0;
   /** Pulls opened (for tests and status). */
   opened = 0;
+  private warmed = false;
 
   constructor(deps: SnapshotPuller["deps"]) {
     this.deps = deps;
@@ -47,6 +53,10 @@ export class SnapshotPuller {
 
   /** A look after each step: pulls the snapshot in progress, if not pulled already. */
   check(): void {
+    if (!this.warmed) {
+      this.warmed = true;
+      this.deps.port.warm?.();
+    }
     const request = this.deps.receiver.pullRequest();
     if (request === undefined) return;
     if (this.current?.snapshotId === request.snapshotId) return;
@@ -74,7 +84,13 @@ export class SnapshotPuller {
     if (!pull.ended) this.current = pull;
   }
 
-  /** Ends the pull in progress (the role stops). */
+  /** Ends the pull in progress and releases the port (the role stops). */
+  stop(): void {
+    this.close();
+    this.deps.port.close?.();
+  }
+
+  /** Ends the pull in progress. */
   close(): void {
     const c = this.current;
     this.current = undefined;

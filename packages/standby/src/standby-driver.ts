@@ -133,7 +133,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     this.unfollowDevice?.();
     // Parked guests go to the new primary role when promoted; otherwise they are refused.
     if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
-    this.puller?.close();
+    this.puller?.stop();
     this.link.close(reason);
     this.receiver.abandonSnapshot();
   }

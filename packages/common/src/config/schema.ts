@@ -24,6 +24,9 @@ const bytes = (min: number, max: number) =>
       .max(max, `must be at most ${max} bytes`),
   );
 
+/** An HTTP/2 flow-control window: at least HTTP/2's default, at most its largest (2^31 - 1). */
+const windowBytes = bytes(65_535, 2 ** 31 - 1);
+
 const count = (min: number, max: number) => z.number().int().min(min).max(max);
 
 /** host:port, port 0 meaning "any free port". */
@@ -107,6 +110,13 @@ export const ConfigSchema = z
         abusePenaltyMs: ms(0, 3_600_000).default(30_000),
         /** A stream that sends no first message (Open) for this long is closed. */
         openTimeoutMs: ms(100, 600_000).default(10_000),
+        /**
+         * HTTP/2 receive window of each guest stream: what a guest may send ahead of the node
+         * reading it, and about what a paused stream can make the node hold (docs/security.md).
+         */
+        streamWindowBytes: windowBytes.default(1024 ** 2),
+        /** HTTP/2 receive window of each guest connection (bytes in flight on it). */
+        connectionWindowBytes: windowBytes.default(4 * 1024 ** 2),
       })
       .prefault({}),
     ops: z
@@ -242,6 +252,12 @@ export const ConfigSchema = z
         maxInflightBytes: bytes(64 * 1024, 2 ** 40).default(64 * 1024 ** 2),
         snapshotChunkBytes: bytes(4096, 64 * 1024 ** 2).default(1024 ** 2),
         snapshotWindowChunks: count(1, 1024).default(16),
+        /**
+         * HTTP/2 receive windows of the replication port's streams and connections (the
+         * standby receiving entry batches; a primary receiving acknowledgements).
+         */
+        streamWindowBytes: windowBytes.default(4 * 1024 ** 2),
+        connectionWindowBytes: windowBytes.default(8 * 1024 ** 2),
         /** Resend from the last acknowledged entry when acks stop for this long. */
         retransmitMs: ms(10, 600_000).default(2000),
         /** Delay before the primary dials its standby again after a broken link. */

@@ -13,6 +13,7 @@ export * from "./lease-channel.js";
 export * from "./log.js";
 export * from "./messages.js";
 export * from "./node-machine.js";
+export * from "./pages-wire.js";
 export * from "./peer-identity.js";
 export * from "./peer-version.js";
 export * from "./ports.js";

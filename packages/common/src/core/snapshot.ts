@@ -45,6 +45,16 @@ export interface SnapshotChunk {
   readonly last: boolean;
   readonly meta: SnapshotMeta | undefined;
   readonly pages: readonly SnapshotPages[];
+  /**
+   * The pages in their wire form, when the device laid them out so (pages-wire.ts):
+   * PAGES_HEADROOM_BYTES of room, then the pages fields; each `pages[i].data` views into it.
+   */
+  readonly pagesWire?: Uint8Array;
+  /**
+   * The pages' bytes are held by this chunk alone (a pulled chunk's receive buffer): the device
+   * may take that buffer (move it to its thread) instead of copying the pages.
+   */
+  readonly pagesOwned?: boolean;
 }
 
 export function chunkBytes(chunk: SnapshotChunk): number {

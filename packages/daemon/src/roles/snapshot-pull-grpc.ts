@@ -16,6 +16,7 @@ import {
   grpcStatusOf,
   type PeerChannel,
   type PrimaryMessage,
+  type ServiceClient,
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
@@ -42,27 +43,41 @@ export interface PullClientOptions {
   readonly windowBytes: number;
 }
 
-/** The standby's port: each pull is a call on one client, closed with it. */
+/**
+ * The standby's port: one client for the role's life, warmed (connected) when the primary's
+ * first message arrives, so a snapshot's first pull does not wait for a connection; each pull
+ * is a call on it. A broken connection is made again by grpc-js at the next pull.
+ */
 export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
+  let client: ServiceClient<typeof wire.Replication> | undefined;
+  const connected = (): ServiceClient<typeof wire.Replication> => {
+    client ??= createClient(
+      wire.Replication,
+      o.address,
+      o.channel?.credentials ?? grpc.credentials.createInsecure(),
+      {
+        ...o.channel?.options,
+        "grpc.max_receive_message_length": o.maxMessageBytes,
+        "grpc.max_send_message_length": o.maxMessageBytes,
+        "grpc-node.flow_control_window": o.windowBytes,
+      },
+    );
+    return client;
+  };
   return {
+    warm() {
+      connected().getChannel().getConnectivityState(true); // true: connect now
+    },
+    close() {
+      client?.close();
+      client = undefined;
+    },
     open(request, deliver, done) {
-      const client = createClient(
-        wire.Replication,
-        o.address,
-        o.channel?.credentials ?? grpc.credentials.createInsecure(),
-        {
-          ...o.channel?.options,
-          "grpc.max_receive_message_length": o.maxMessageBytes,
-          "grpc.max_send_message_length": o.maxMessageBytes,
-          "grpc-node.flow_control_window": o.windowBytes,
-        },
-      );
-      const call = client.pullSnapshot(encodeStandbyMessage(request));
+      const call = connected().pullSnapshot(encodeStandbyMessage(request));
       let finished = false;
       const finish = (reason: string) => {
         if (finished) return;
         finished = true;
-        client.close();
         done(reason);
       };
       call.on("data", (w: wire.PrimaryMessage) => {
@@ -70,7 +85,7 @@ export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
         if (m instanceof Error) {
           call.cancel();
           finish(`malformed message: ${m.message}`);
-        } else deliver(m);
+        } else deliver(withOwnedPages(m));
       });
       call.on("error", (e: grpc.ServiceError) => finish(e.details || e.message));
       call.on("end", () => finish(""));
@@ -81,6 +96,30 @@ export function grpcPullPort(o: PullClientOptions): SnapshotPullPort {
       };
     },
   };
+}
+
+/** Room in a receive buffer beyond the pages: grpc's prefix, the leading fields, run heads. */
+const OWN_SLACK_BYTES = 64;
+const RUN_HEAD_BYTES_MAX = 32;
+
+/**
+ * A pulled chunk marked pagesOwned when its pages view a receive buffer that holds this
+ * message alone: grpc-js joins each message it receives into a Buffer of its own (larger than
+ * Node's shared 8 KiB pool, never reused), so the standby's device may take that buffer rather
+ * than copy the pages (snapshot-sink.ts). Anything else (pages in several buffers, a buffer
+ * with room for more than this message, shared memory) is copied as before.
+ */
+export function withOwnedPages(m: PrimaryMessage): PrimaryMessage {
+  if (m.kind !== "snapshot" || m.chunk.pages.length === 0) return m;
+  const buffer = m.chunk.pages[0]!.data.buffer;
+  if (!(buffer instanceof ArrayBuffer) || buffer.byteLength <= Buffer.poolSize) return m;
+  let bytes = OWN_SLACK_BYTES;
+  for (const p of m.chunk.pages) {
+    if (p.data.buffer !== buffer) return m;
+    bytes += p.data.byteLength + RUN_HEAD_BYTES_MAX;
+  }
+  if (buffer.byteLength > bytes) return m;
+  return { ...m, chunk: { ...m.chunk, pagesOwned: true } };
 }
 
 function pulledMessage(m: PrimaryMessage): wire.PrimaryMessage {

@@ -1,7 +1,15 @@
 // A snapshot's reading side on the device (device-core.ts): it holds the buffers the snapshot
 // covers (freed ones stay alive here until sent), keeps pages about to change before they were
 // sent (copy-on-write, asked for by "preserve" ops queued before each write) and reads the
-// next chunk's runs of non-zero pages, all-zero pages skipped.
+// next chunk's runs of non-zero pages, all-zero pages skipped. A chunk's runs are copied once,
+// into one buffer laid out as their wire form (pages-wire.ts), so the main thread sends them
+// without another copy.
+import {
+  FieldWriter,
+  lenBytes,
+  PAGES_HEADROOM_BYTES,
+  pagesMessageBytes,
+} from "@vgpu-ha/common/core";
 import type { ChunkPages, ChunkResult } from "./ops.js";
 import { PAGE_SHIFT, PAGE_SIZE_BYTES } from "./vram.js";
 import type { VramBuffer } from "./vram-buffer.js";
@@ -48,16 +56,16 @@ export class CoreSnapshot {
     }
   }
 
-  /** The next runs of non-zero pages, about maxBytes in all. */
+  /** The next runs of non-zero pages, about maxBytes in all, in one buffer (their wire form). */
   chunk(maxBytes: number): ChunkResult {
-    const pages: ChunkPages[] = [];
+    const runs: Run[] = [];
     let bytes = 0;
     while (bytes < maxBytes && this.cursor < this.pending.length) {
       const p = this.pending[this.cursor]!;
       const run = this.takeRun(p, maxBytes - bytes);
       if (run) {
-        pages.push(run);
-        bytes += run.data.byteLength;
+        runs.push(run);
+        bytes += run.dataBytes;
       }
       if (p.nextPage >= p.pages) {
         this.byId.delete(p.buffer.id);
@@ -65,18 +73,23 @@ export class CoreSnapshot {
         this.cursor++;
       }
     }
+    const { wire, pages } = layOut(runs);
     const current = this.pending[this.cursor];
     const coveredBytes = this.passedBytes + (current ? current.nextPage * PAGE_SIZE_BYTES : 0);
     return {
       pages,
+      wire,
       coveredBytes,
       passedBuffers: this.cursor,
       last: this.cursor >= this.pending.length,
     };
   }
 
-  /** The next run of non-zero pages of `p`, at most maxBytes; advances p.nextPage. */
-  private takeRun(p: PendingBuffer, maxBytes: number): ChunkPages | undefined {
+  /**
+   * The next run of non-zero pages of `p`, at most maxBytes; advances p.nextPage. Its pages
+   * are views (live VRAM or saved copies) until layOut copies them.
+   */
+  private takeRun(p: PendingBuffer, maxBytes: number): Run | undefined {
     while (p.nextPage < p.pages && this.isZero(p, p.nextPage)) {
       p.saved.delete(p.nextPage);
       p.nextPage++;
@@ -86,13 +99,19 @@ export class CoreSnapshot {
     const maxPages = Math.max(1, Math.floor(maxBytes / PAGE_SIZE_BYTES));
     let end = first;
     while (end < p.pages && end - first < maxPages && !this.isZero(p, end)) end++;
-    const data = new Uint8Array((end - first) * PAGE_SIZE_BYTES);
+    const views: Uint8Array[] = [];
     for (let page = first; page < end; page++) {
-      data.set(this.pageOf(p, page), (page - first) * PAGE_SIZE_BYTES);
+      views.push(this.pageOf(p, page));
       p.saved.delete(page);
     }
     p.nextPage = end;
-    return { context: p.context, bo: p.bo, firstPage: first, data };
+    return {
+      context: p.context,
+      bo: p.bo,
+      firstPage: first,
+      dataBytes: (end - first) * PAGE_SIZE_BYTES,
+      views,
+    };
   }
 
   private pageOf(p: PendingBuffer, page: number): Uint8Array {
@@ -106,4 +125,32 @@ export class CoreSnapshot {
     const bytes = this.pageOf(p, page);
     return ZERO_PAGE.equals(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   }
+}
+
+interface Run {
+  readonly context: number;
+  readonly bo: number;
+  readonly firstPage: number;
+  readonly dataBytes: number;
+  /** The run's pages in order, each PAGE_SIZE_BYTES. */
+  readonly views: readonly Uint8Array[];
+}
+
+/** The runs copied into one buffer as their wire form; the pages' data view into it. */
+function layOut(runs: readonly Run[]): { wire: Uint8Array; pages: ChunkPages[] } {
+  let size = PAGES_HEADROOM_BYTES;
+  for (const r of runs) size += lenBytes(pagesMessageBytes(r));
+  const w = new FieldWriter(new Uint8Array(size), PAGES_HEADROOM_BYTES);
+  const pages: ChunkPages[] = [];
+  for (const r of runs) {
+    w.pagesHead(r);
+    const at = w.pos;
+    for (const v of r.views) {
+      w.buf.set(v, w.pos);
+      w.pos += v.byteLength;
+    }
+    const data = w.buf.subarray(at, w.pos);
+    pages.push({ context: r.context, bo: r.bo, firstPage: r.firstPage, data });
+  }
+  return { wire: w.buf, pages };
 }

@@ -213,9 +213,13 @@ export class Device {
     this.queue.submit({ k: "stores", id: bo.id, offsets, widths, data });
   }
 
-  /** Queues byte ranges the caller checked against their buffers (page batches, snapshots). */
-  writePages(writes: readonly OpPageWrite[]): void {
-    if (writes.length > 0) this.queue.submit({ k: "pages", writes });
+  /**
+   * Queues byte ranges the caller checked against their buffers (page batches, snapshots);
+   * `owned`: their bytes are given away (ops.ts), nobody reads them after.
+   */
+  writePages(writes: readonly OpPageWrite[], owned = false): void {
+    if (writes.length === 0) return;
+    this.queue.submit(owned ? { k: "pages", writes, owned } : { k: "pages", writes });
   }
 
   /** Queues a flip of the bits of `mask` in byte `offset` (checked by the caller). */

@@ -48,7 +48,11 @@ export type DeviceOp =
       readonly widths: Uint8Array;
       readonly data: Uint8Array;
     }
-  | { readonly k: "pages"; readonly writes: readonly OpPageWrite[] }
+  /**
+   * `owned`: the writes' bytes are the caller's to give away (a pulled snapshot chunk's receive
+   * buffer): a device thread may take their buffers instead of a copy.
+   */
+  | { readonly k: "pages"; readonly writes: readonly OpPageWrite[]; readonly owned?: boolean }
   /** Flips the bits of `mask` in one byte (the operator's divergence drill). */
   | { readonly k: "xor"; readonly id: number; readonly offset: number; readonly mask: number }
   | {
@@ -78,7 +82,13 @@ export interface ChunkPages {
 
 /** What a snapChunk op answers. */
 export interface ChunkResult {
+  /** Each run's data (views into `wire` when there is one). */
   readonly pages: readonly ChunkPages[];
+  /**
+   * The runs in their wire form after PAGES_HEADROOM_BYTES of room (common's pages-wire.ts),
+   * as the model's device answers; absent from a device that reads pages otherwise.
+   */
+  readonly wire?: Uint8Array;
   /** Buffer bytes produced so far (sent or skipped as zero). */
   readonly coveredBytes: number;
   /** Buffers the snapshot has passed (no page of them is pending any more). */

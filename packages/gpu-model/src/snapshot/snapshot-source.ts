@@ -153,6 +153,7 @@ export class SnapshotSource {
       last: r.last,
       meta: undefined,
       pages: r.pages.map((p) => ({ ...p })),
+      ...(r.wire !== undefined ? { pagesWire: r.wire } : {}),
     };
   }
 

@@ -27,7 +27,9 @@ export interface Completions {
 export function transferablesOf(value: OpResult): ArrayBuffer[] {
   if (value instanceof Uint8Array) return [value.buffer as ArrayBuffer];
   if (value !== undefined && "pages" in value) {
-    return value.pages.map((p) => p.data.buffer as ArrayBuffer);
+    // Each buffer once (a transfer list naming one twice is refused): the pages view one wire.
+    const buffers = value.wire ? [value.wire] : value.pages.map((p) => p.data);
+    return [...new Set(buffers.map((b) => b.buffer as ArrayBuffer))];
   }
   return [];
 }

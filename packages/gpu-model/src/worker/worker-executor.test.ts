@@ -4,6 +4,8 @@
 // small operations run on the main thread while the device is idle and with every operation
 // crossing; that a small operation runs at submit only when nothing before it is outstanding;
 // and
+// page writes whose bytes were given away (owned) move their buffer to the device thread
+// instead of a copy, and still land in VRAM; and
 // its watchdog fails the device when a kernel runs past maxCallMs (testing.kernelDelayMs), with
 // the seq of the entry whose work was running.
 import { describe, expect, it } from "vitest";
@@ -33,6 +35,8 @@ const fill = (g: TestGuest, context: number, bo: number, n: number, value: numbe
       { kind: "u32", value },
     ],
   });
+const workerBackend = () =>
+  new Backend({ ...testBackendOptions(), executor: workerExecutor({ maxCallMs: 10_000 }) });
 const digestOf = (backend: Backend) =>
   new Promise<StateDigest>((resolve) => digestWhenDone(backend, resolve));
 
@@ -64,10 +68,7 @@ describe("WorkerExecutor", () => {
   });
 
   it("runs a small operation at submit only while nothing before it is outstanding", async () => {
-    const backend = new Backend({
-      ...testBackendOptions(),
-      executor: workerExecutor({ maxCallMs: 10_000 }),
-    });
+    const backend = workerBackend();
     try {
       const g = new TestGuest(backend, "g");
       const ctx = g.createContext();
@@ -84,6 +85,32 @@ describe("WorkerExecutor", () => {
       await afterDevice(backend);
       const data = read.output.kind === "data" ? read.output.data : undefined;
       expect([...data!]).toEqual([9, 0, 0, 0, 9, 0, 0, 0, 1, 2, 3, 4]);
+    } finally {
+      backend.close();
+    }
+  });
+
+  it("moves the buffer of owned page writes to the device thread, copies others", async () => {
+    const backend = workerBackend();
+    try {
+      const g = new TestGuest(backend, "g");
+      const ctx = g.createContext();
+      const bo = g.alloc(ctx, 512 * 1024);
+      const id = backend.contexts.get(ctx)!.bos.get(bo)!.bo.id;
+      const given = new Uint8Array(300 * 1024).fill(5); // above the inline size: it crosses
+      const kept = new Uint8Array(200 * 1024).fill(6);
+      const device = backend.device;
+      device.writePages([{ id, at: 0, data: given.subarray(4096) }], true);
+      device.writePages([{ id, at: 300 * 1024, data: kept }]);
+      await afterDevice(backend);
+      expect(given.buffer.byteLength).toBe(0); // moved (detached here)
+      expect(kept.byteLength).toBe(200 * 1024); // copied
+      const read = g.ok({ op: "dmaRead", context: ctx, bo, offset: 0, length: 512 * 1024 });
+      await afterDevice(backend);
+      const data = read.output.kind === "data" ? read.output.data : new Uint8Array();
+      expect(data.subarray(0, 296 * 1024).every((x) => x === 5)).toBe(true);
+      expect(data.subarray(296 * 1024, 300 * 1024).every((x) => x === 0)).toBe(true);
+      expect(data.subarray(300 * 1024, 500 * 1024).every((x) => x === 6)).toBe(true);
     } finally {
       backend.close();
     }

@@ -123,7 +123,7 @@ export class WorkerExecutor implements DeviceExecutor {
     this.scheduled = false;
     if (this.closed || this.outgoing.length === 0) return;
     const batch: OpBatch = { first: this.firstOutgoing, ops: this.outgoing };
-    this.worker.postMessage(batch, this.transfer);
+    this.worker.postMessage(batch, [...new Set(this.transfer)]);
     this.outgoing = [];
     this.transfer = [];
   }
@@ -190,6 +190,7 @@ export class WorkerExecutor implements DeviceExecutor {
           data: this.own(op.data),
         };
       case "pages":
+        if (op.owned === true) return this.taken(op);
         return { k: "pages", writes: op.writes.map((w) => ({ ...w, data: this.own(w.data) })) };
       default:
         return op;
@@ -203,6 +204,23 @@ export class WorkerExecutor implements DeviceExecutor {
   private own(view: Uint8Array): Uint8Array {
     const copy = new Uint8Array(view);
     return copy.byteLength >= MOVE_FROM_BYTES ? this.moved(copy) : copy;
+  }
+
+  /**
+   * Page writes whose bytes were given away (a pulled snapshot chunk): their buffers move to
+   * the device thread as they are, each once, with no copy. Shared memory is never moved (it
+   * cannot be): such writes are copied as any others.
+   */
+  private taken(op: DeviceOp & { k: "pages" }): DeviceOp {
+    const buffers = new Set<ArrayBuffer>();
+    for (const w of op.writes) {
+      if (!(w.data.buffer instanceof ArrayBuffer)) {
+        return { k: "pages", writes: op.writes.map((x) => ({ ...x, data: this.own(x.data) })) };
+      }
+      buffers.add(w.data.buffer);
+    }
+    for (const b of buffers) this.transfer.push(b);
+    return { k: "pages", writes: op.writes };
   }
 
   private moved<T extends Uint8Array | Float64Array>(array: T): T {

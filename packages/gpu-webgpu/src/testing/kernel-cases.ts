@@ -121,16 +121,46 @@ function gemmCases(): KernelCase[] {
     [1, 300, 17],
     [130, 1, 5],
   ];
-  return shapes.map(([m, n, k], i) => ({
+  const cases = shapes.map(([m, n, k], i) => gemmCase(m, n, k, 11 + i, mix(i)));
+  // Random shapes across the 128×128 tile and the 16-deep chunks: plain values (every chunk
+  // takes the fast path), finite ones (mostly the flushing path), and plain ones with a few
+  // tiny values sprinkled in (both paths in one launch).
+  const next = seeded(1717);
+  for (let i = 0; i < 9; i++) {
+    const [m, n, k] = [1 + (next() % 300), 1 + (next() % 300), next() % 100];
+    const kind = (["plain", "finite", "sprinkled"] as const)[i % 3]!;
+    cases.push(gemmCase(m, n, k, 100 + i, kind));
+  }
+  cases.push(gemmCase(256, 256, 64, 120, "plain"), gemmCase(257, 384, 48, 121, "sprinkled"));
+  return cases;
+}
+
+/** A gemm launch on seeded operands: a mix of mixedF32, or plain values with 1 in 61 tiny. */
+function gemmCase(
+  m: number,
+  n: number,
+  k: number,
+  seed: number,
+  kind: F32Mix | "sprinkled",
+): KernelCase {
+  const operand = (count: number, s: number) => {
+    const values = mixedF32(count, s, kind === "sprinkled" ? "plain" : kind);
+    if (kind === "sprinkled") {
+      const f = new Float32Array(values.buffer);
+      for (let i = s % 61; i < count; i += 61) f[i] = 2 ** -100 * (1 + (i % 7) / 8);
+    }
+    return words(values);
+  };
+  return {
     kernel: "gemm_f32",
-    name: `${m}x${n}x${k}`,
+    name: `${m}x${n}x${k}${kind === "specials" || kind === "finite" ? "" : ` ${kind}`}`,
     buffers: [
       new Uint8Array(Math.max(1, m * n) * 4),
-      words(mixedF32(m * k, 11 + i, mix(i))),
-      words(mixedF32(k * n, 23 + i, mix(i))),
+      operand(m * k, seed),
+      operand(k * n, seed + 7),
     ],
     args: [{ buffer: 0 }, { buffer: 1 }, { buffer: 2 }, m, n, k],
-  }));
+  };
 }
 
 function reduceCases(): KernelCase[] {

@@ -1,0 +1,102 @@
+// CPU time per MiB of a snapshot on each node, main thread apart from its other threads (the
+// device thread, the lease thread, V8's and libuv's helpers), over the middle of the transfer:
+// from the first status poll at 10 % of the bytes acknowledged to the last one at 90 % at most
+// (the standby's start, its first pull and the last chunks' drain left out). The primary's
+// include its guest's calls meanwhile (the bench's guest never stops; on a loaded box its share
+// per second varies too much to be taken off). CPU time, not wall-clock: it holds better on a
+// shared box than rates do, and says which thread bounds the rate.
+import { performance } from "node:perf_hooks";
+import type { NodeProcess } from "./node-process.js";
+
+const MiB = 2 ** 20;
+const FROM = 0.1;
+const TO = 0.9;
+
+type Threads = Map<number, number>;
+
+interface Sample {
+  readonly atMs: number;
+  readonly doneBytes: number;
+  readonly primary: Threads;
+  readonly standby: Threads;
+}
+
+export interface SnapshotCpu {
+  /** MiB acknowledged between the two samples, and the seconds between them. */
+  readonly mib: number;
+  readonly seconds: number;
+  readonly primaryMainMsPerMiB: number;
+  readonly primaryOtherMsPerMiB: number;
+  readonly standbyMainMsPerMiB: number;
+  readonly standbyOtherMsPerMiB: number;
+  /** The busiest other thread of each node (the device thread while it reads or writes). */
+  readonly primaryTopOtherMsPerMiB: number;
+  readonly standbyTopOtherMsPerMiB: number;
+}
+
+export class SnapshotCpuMeter {
+  private readonly samples: Sample[] = [];
+  private readonly primary: NodeProcess;
+
+  constructor(primary: NodeProcess) {
+    this.primary = primary;
+  }
+
+  /** One poll: the snapshot's bytes acknowledged so far and both nodes' thread CPU times. */
+  sample(doneBytes: number, standby: NodeProcess): void {
+    try {
+      this.samples.push({
+        atMs: performance.now(),
+        doneBytes,
+        primary: this.primary.threadCpuSeconds(),
+        standby: standby.threadCpuSeconds(),
+      });
+    } catch {
+      // a thread ended while its file was read: this poll is left out
+    }
+  }
+
+  /** Per MiB between the 10 % and 90 % samples; undefined when the polls missed that stretch. */
+  result(totalBytes: number, standby: NodeProcess): SnapshotCpu | undefined {
+    const first = this.samples.find((s) => s.doneBytes >= FROM * totalBytes);
+    const last = this.samples.findLast((s) => s.doneBytes <= TO * totalBytes);
+    if (first === undefined || last === undefined || last.doneBytes <= first.doneBytes) {
+      return undefined;
+    }
+    const mib = (last.doneBytes - first.doneBytes) / MiB;
+    const seconds = (last.atMs - first.atMs) / 1000;
+    const p = split(delta(first.primary, last.primary), this.primary.pid);
+    const s = split(delta(first.standby, last.standby), standby.pid);
+    const perMiB = (cpuSeconds: number) => (cpuSeconds * 1000) / mib;
+    return {
+      mib,
+      seconds,
+      primaryMainMsPerMiB: perMiB(p.main),
+      primaryOtherMsPerMiB: perMiB(p.other),
+      standbyMainMsPerMiB: perMiB(s.main),
+      standbyOtherMsPerMiB: perMiB(s.other),
+      primaryTopOtherMsPerMiB: perMiB(p.top),
+      standbyTopOtherMsPerMiB: perMiB(s.top),
+    };
+  }
+}
+
+/** Each thread's CPU seconds between two readings (threads of the later one). */
+function delta(a: Threads, b: Threads): Threads {
+  return new Map([...b].map(([tid, cpu]) => [tid, cpu - (a.get(tid) ?? 0)]));
+}
+
+/** The main thread's (its id is the pid), the rest's, and the busiest other thread's. */
+function split(used: Threads, pid: number) {
+  let main = 0;
+  let other = 0;
+  let top = 0;
+  for (const [tid, cpu] of used) {
+    if (tid === pid) main += cpu;
+    else {
+      other += cpu;
+      top = Math.max(top, cpu);
+    }
+  }
+  return { main, other, top };
+}
