@@ -7,7 +7,8 @@
 // and one way, etcd cut off, broken streams, switchovers and link faults; the Checker holds the
 // lease, epoch, release and loss rules during faults and the final state (one primary, equal
 // replicas, the history replayed from the guests' frames, every guest done) after healing. Then:
-// every path the runs claim to cover was taken, and a seed replays exactly.
+// every path the runs claim to cover was taken, the seeds beyond them that once failed pass on
+// the path they failed on, and a seed replays exactly.
 import { describe, expect, it } from "vitest";
 import { drawFailoverParams, type FailoverParams } from "./failover/params.js";
 import {
@@ -17,6 +18,7 @@ import {
   runFailoverSeeds,
 } from "./failover/run-seeds.js";
 import { simulateFailover } from "./failover/simulation.js";
+import type { FailoverStats } from "./failover/stats.js";
 
 const SEEDS = Number(process.env["SIM_FAILOVER_SEEDS"] ?? 2000);
 const BASE_SEED =
@@ -96,6 +98,13 @@ describe("failover simulation", () => {
     }
   });
 
+  it.each(REGRESSIONS)("keeps seed $seed fixed: $what", ({ seed, path }) => {
+    const result = simulateFailover(drawFailoverParams(seed));
+    expect(result.failure, formatFailoverResult(result)).toBeUndefined();
+    // Still the scenario it failed in (a change of the code that moves the run elsewhere shows).
+    expect(path(result.stats), formatFailoverResult(result)).toBeGreaterThan(0);
+  });
+
   it("replays a seed exactly", () => {
     const seed = busySeed();
     const first = simulateFailover(drawFailoverParams(seed));
@@ -105,6 +114,57 @@ describe("failover simulation", () => {
     expect(first.stats.promotions + first.stats.switchoversDone).toBeGreaterThan(0);
   });
 });
+
+/**
+ * Seeds beyond the 2000 above that once failed (sweeps of 2001..24000), each with the count
+ * that shows its run still takes the path it failed on.
+ */
+const REGRESSIONS: readonly {
+  readonly seed: number;
+  readonly what: string;
+  readonly path: (s: FailoverStats) => number;
+}[] = [
+  {
+    seed: 6635,
+    what: "etcd, the primary crashed while its standby took a snapshot with entries held for its device; the standby takes over with the replica being replaced once the primary is back empty (awaitDevice overflowed the stack)",
+    path: (s) => s.takeoversMidSnapshot,
+  },
+  {
+    seed: 3468,
+    what: "peer, the same by recovery takeover (it promoted with a backlog no device would apply)",
+    path: (s) => s.takeoversMidSnapshot,
+  },
+  {
+    seed: 6495,
+    what: "a dead primary's late snapshot completed on the standby after the restarted primary started afresh; that replica of another history is dropped, not resumed and granted (liveness)",
+    path: (s) => s.foreignReplicasDropped,
+  },
+  {
+    seed: 12029,
+    what: "peer, the restarted primary answered empty before the granted standby's lease ran out: the recovery takeover waits for the backlog (it promoted with one)",
+    path: (s) => s.recoveriesAwaitingBacklog,
+  },
+  {
+    seed: 19223,
+    what: "peer, a recovery takeover while the device still wrote an installed snapshot waits for it (it promoted with a backlog of the whole snapshot)",
+    path: (s) => s.recoveriesAwaitingBacklog,
+  },
+  {
+    seed: 23192,
+    what: "peer, a primary paused past its lease woke while its standby's takeover waited for a backlog longer than the fenced period: the takeover is called off (muted, the standby left it to serve alone with no partition)",
+    path: (s) => s.takeoversCalledOff,
+  },
+  {
+    seed: 23365,
+    what: "peer, the restarting node's standby answered a primary of an older epoch than its epoch file's (it renewed that primary's lease and the solo work it discarded went unreported)",
+    path: (s) => s.soloWorkDiscarded,
+  },
+  {
+    seed: 2060,
+    what: "peer, a degraded primary crashed while its granted standby, cut off, took over: its solo work is lost as the split brain allows (the checker judged it as held by the standby)",
+    path: (s) => s.unreportedSoloLoss,
+  },
+];
 
 /** The first seed whose run, in sync mode, crashes, pauses and partitions. */
 function busySeed(): number {

@@ -43,6 +43,8 @@ export interface NodeStandby<G, T> extends NodeRole<G> {
   readonly holdsReplica: boolean;
   /** A takeover is decided and waits for the device's backlog (absent: never). */
   readonly takingOver?: boolean;
+  /** Entries received and not yet applied by its device (absent: none; StandbyView). */
+  readonly backlog?: number;
   /** Guests parked during the promotion, for the new primary. */
   takeParked(): G[];
 }
@@ -223,6 +225,7 @@ export class NodeDriver<
       seenEpoch: s.seenEpoch(),
       canTakeOver: true,
       takingOver: s.takingOver === true,
+      backlog: s.backlog ?? 0,
     };
   }
 

@@ -41,6 +41,12 @@ export function nodeObserver(node: ObservedNode): NodeObserver<PrimaryRole, Stan
             "no primary in sight and the peer holds nothing",
           );
           return;
+        case "recoveryAwaitingBacklog":
+          node.log.warn(
+            { entries: n.entries },
+            "no primary in sight and the peer holds nothing: taking over once the device applied its backlog",
+          );
+          return;
         case "maintenanceHold":
           node.log.warn(
             { peer: n.peer },

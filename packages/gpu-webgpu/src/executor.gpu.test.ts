@@ -43,11 +43,18 @@ afterAll(() => {
   gpu?.context.device.destroy();
 });
 
-/** Describes a result for comparison: bytes as hex, chunks with their pages' bytes. */
+/**
+ * Describes a result for comparison: bytes as hex, chunks with their pages' bytes. A chunk's
+ * `wire` (the model lays its pages out in their wire form; the webgpu executor need not) is
+ * left out: the pages' data, views into it, are compared.
+ */
 function plain(result: OpResult): unknown {
   if (result instanceof Uint8Array) return Buffer.from(result).toString("hex");
   if (result === undefined || Array.isArray(result)) return result;
-  const chunk = result as Exclude<OpResult, Uint8Array | readonly string[] | undefined>;
+  const { wire: _wire, ...chunk } = result as Exclude<
+    OpResult,
+    Uint8Array | readonly string[] | undefined
+  >;
   return { ...chunk, pages: chunk.pages.map((p) => ({ ...p, data: plain(p.data) })) };
 }
 

@@ -23,7 +23,10 @@ export interface StandbyObserver {
   note?(note: StandbyNote): void;
   /** A message from the primary was stepped (before its receiver events are handled). */
   stepped?(message: PrimaryMessage): void;
-  /** A receiver event; `replaced`: the replica a completed snapshot replaced, if any. */
+  /**
+   * A receiver event; `replaced`: the replica a completed snapshot replaced, or the foreign one
+   * dropped (foreignReplica), if any.
+   */
   receiverEvent?(event: ReceiverEvent, replaced: Backend | undefined): void;
 }
 

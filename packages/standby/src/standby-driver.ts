@@ -12,6 +12,7 @@ import type {
   TimerHandle,
   Timers,
 } from "@vgpu-ha/common";
+import { invariant } from "@vgpu-ha/common";
 import { Backend } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReceiverOptions } from "./core/receiver.js";
 import {
@@ -102,6 +103,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       },
       ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
       muted: () => this.machine.holdingTakeover,
+      heardWhileMuted: () => this.run(this.machine.primaryHeard()),
       onStep: (m) => {
         deps.observer.stepped?.(m);
         this.afterStep();
@@ -133,9 +135,14 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     if (refuseParked) for (const s of this.parked.splice(0)) this.refuse(s);
     this.puller?.stop();
     this.link.close(reason);
+    this.receiver.abandonSnapshot();
   }
 
   acceptLink(link: Link<StandbyMessage, PrimaryMessage>, remote?: string): void {
+    // The node's persisted epoch is the least this standby answers at: the starting node's
+    // standby is built before the epoch file is read, and acknowledged a primary of an older
+    // epoch, whose lease that renewed (failover seed 23365).
+    this.receiver.raiseEpoch(this.deps.supervisor.epoch());
     this.link.acceptLink(link, remote);
   }
 
@@ -183,14 +190,30 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     return this.machine.holdingTakeover;
   }
 
+  /** Entries received and not yet applied by the device (held ones included). */
+  get backlog(): number {
+    return this.receiver.backlog;
+  }
+
   /**
    * This standby holds a replica (granted or not) with something in it — during a snapshot,
    * the one being replaced, intact until the snapshot completes.
    */
   get holdsReplica(): boolean {
+    return this.heldSeq > 0;
+  }
+
+  /**
+   * The last seq the replica holds (0: none): everything received, whether its device has
+   * applied it yet or not — an installed snapshot the device is still writing holds its seq,
+   * and a takeover waits for the device anyway. Not the applied seq: a peer told "nothing"
+   * while the device catches up starts the pair afresh and the replica is thrown away
+   * (failover seed 6495).
+   */
+  get heldSeq(): number {
     const r = this.receiver;
     const whole = r.state === "replica" || r.state === "snapshot";
-    return whole && r.backend !== undefined && r.appliedSeq > 0;
+    return whole && r.backend !== undefined ? r.receivedSeq : 0;
   }
 
   /**
@@ -200,9 +223,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   takeover(force = false): StandbyTakeover | undefined {
     // Everything received: the promotion waited for the device to apply it (backlogApplied).
     this.releaseHeld(); // none left after a takeover that waited for the backlog
-    const { backend, receivedSeq, faultedFrames } = this.receiver;
+    const { backend, receivedSeq, submittedSeq, faultedFrames } = this.receiver;
     if (backend && (this.receiver.eligible || force)) {
-      return { backend, lastSeq: receivedSeq, faultedFrames: [...faultedFrames] };
+      // What the backend holds: all received, unless a divergence dropped what was held.
+      return { backend, lastSeq: submittedSeq, faultedFrames: [...faultedFrames] };
     }
     if (!force) return undefined;
     return { backend: new Backend(this.deps.receiver.backendOptions), lastSeq: receivedSeq };
@@ -215,7 +239,10 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
 
   probe() {
     const r = this.receiver;
-    return { role: "standby" as const, replica: r.eligible, appliedSeq: r.appliedSeq };
+    // A diverged replica says what it applied, as before: it holds something, but not a
+    // replica it may take over with.
+    const appliedSeq = r.state === "diverged" ? r.appliedSeq : this.heldSeq;
+    return { role: "standby" as const, replica: r.eligible, appliedSeq };
   }
 
   private facts(): StandbyFacts {
@@ -277,9 +304,17 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       case "awaitDevice": {
         this.releaseHeld();
         const backend = this.receiver.backend;
-        const applied = () => this.run(machine.backlogApplied(deps.now(), this.facts()));
+        let waited = false;
+        const applied = () => {
+          const facts = this.facts();
+          // An idle device with a backlog would answer at once, for ever (the stack overflowed
+          // at failover seed 6635): every entry released is handed to the device.
+          invariant(waited || facts.backlog === 0, "awaitDevice: a backlog no device applies");
+          this.run(machine.backlogApplied(deps.now(), facts));
+        };
         if (backend === undefined) applied();
         else backend.progress.afterDevice(applied);
+        waited = true;
         return;
       }
     }
@@ -314,8 +349,9 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     const r = this.receiver;
     if (r.epoch > supervisor.epoch()) supervisor.adoptEpoch(r.epoch);
     for (const e of r.takeEvents()) {
+      const replacing = e.kind === "snapshotDone" || e.kind === "foreignReplica";
       const replaced =
-        e.kind === "snapshotDone" && this.replica !== undefined && this.replica !== r.backend
+        replacing && this.replica !== undefined && this.replica !== r.backend
           ? this.replica
           : undefined;
       observer.receiverEvent?.(e, replaced);

@@ -37,6 +37,7 @@ export class StandbyLink {
   private readonly identity: PeerIdentityRule;
   private readonly onRefused: ((refusal: StreamRefusal, remote: string) => void) | undefined;
   private readonly muted: () => boolean;
+  private readonly heardWhileMuted: (() => void) | undefined;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
@@ -67,6 +68,11 @@ export class StandbyLink {
      * primary is neither heard nor answered (an ack would renew the lease it must lose).
      */
     muted?: () => boolean;
+    /**
+     * The live stream's primary spoke while muted (it is alive: the driver may call the takeover
+     * off, which unmutes the stream, and the message is then taken as usual).
+     */
+    heardWhileMuted?: () => void;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
@@ -75,6 +81,7 @@ export class StandbyLink {
     this.identity = deps.identity;
     this.onRefused = deps.onRefused;
     this.muted = deps.muted ?? (() => false);
+    this.heardWhileMuted = deps.heardWhileMuted;
   }
 
   get connected(): boolean {
@@ -104,7 +111,10 @@ export class StandbyLink {
     }
     this.pending.add(link);
     link.onMessage((message) => {
-      if (this.muted()) return;
+      if (this.muted()) {
+        if (this.link === link && message.epoch >= receiver.epoch) this.heardWhileMuted?.();
+        if (this.muted()) return;
+      }
       if (this.link !== link) {
         this.pending.delete(link);
         const why = this.refusal(message);
@@ -133,7 +143,10 @@ export class StandbyLink {
         }
         this.link = link;
         logger.info({ seq: receiver.appliedSeq, state: receiver.state }, "primary connected");
-        link.send(receiver.hello());
+        // Said once the primary's last seq is known (a replica beyond it is another history,
+        // dropped: foreignReplica) — at the stream's first hello only: a late copy of it names
+        // an older last seq. The receiver answers the same hello with another copy.
+        if (message.kind === "hello") link.send(receiver.answerHello(message));
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
       this.stepping = true;

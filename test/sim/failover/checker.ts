@@ -15,7 +15,8 @@
 //   goes, the frames no longer held anywhere are lost, and judged then: a discarding step-down
 //   may lose only the replies it released serving alone after a network failure (split brain);
 //   a crash may lose what only it held when its peer was no eligible replica (sync: the peer
-//   was empty, resyncing, or not granted — two failures, or a primary already alone); async
+//   was empty, resyncing, or not granted — two failures, or a primary already alone), and
+//   (peer mode) the replies it released serving alone after a network failure; async
 //   may lose anything a failover takes. Nothing else may go missing: at the end every frame a
 //   guest was told of is in the history or was lost so.
 // - At the end: one primary and an in-sync standby with equal digests and identical lineages;
@@ -279,12 +280,8 @@ export class Checker {
     // What goes with its state: the replies it released serving alone after the network
     // failed (peer split brain), or a stale copy of what a newer epoch held and lost in a crash.
     let soloFrames = 0;
-    const peer = this.params.leaseMode === "peer";
     this.stateGone(t.node, [p.backend], "solo work discarded", (tags, key) => {
-      const solo = tags.some(
-        (g) =>
-          peer && g.tenure === t.id && g.degraded && g.excused && g.soloPeriod === t.soloPeriod,
-      );
+      const solo = this.releasedAlone(t, tags);
       if (solo && !key.endsWith("#open")) soloFrames++;
       if (solo) return true;
       const superseded = (this.crashedHolder.get(key) ?? 0) > t.epoch;
@@ -310,13 +307,30 @@ export class Checker {
       if (!holding(key)) continue;
       this.crashedHolder.set(key, Math.max(epoch, this.crashedHolder.get(key) ?? 0));
     }
-    // What only this node held is gone: allowed when its peer could not have taken over.
+    // What only this node held is gone: allowed when its peer could not have taken over, and
+    // (peer mode) for the replies it released serving alone after the network failed — its
+    // solo work, which the heal would have discarded all the same (the split brain the design
+    // allows: failover seed 2060, a degraded primary crashed while its granted standby, cut
+    // off, was taking over).
     const peerEligible = this.pair!.eligible(node === "a" ? "b" : "a");
-    const lost = this.stateGone(node, held, "crash", () => !peerEligible);
+    const t = primary === undefined ? undefined : this.tenure(primary.tenure);
+    const solo = (tags: readonly ReleaseTag[]) => t !== undefined && this.releasedAlone(t, tags);
+    const lost = this.stateGone(node, held, "crash", (tags) => !peerEligible || solo(tags));
     for (const key of lost) {
       const solo = this.releases.get(key)!.some((g) => g.degraded);
       if (solo) this.stats.unreportedSoloLoss++;
     }
+  }
+
+  /**
+   * Peer mode: a reply tenure `t` released serving alone (degraded) after the network failed,
+   * in its current stretch without the lease — solo work, which the split brain may lose.
+   */
+  private releasedAlone(t: Tenure, tags: readonly ReleaseTag[]): boolean {
+    if (this.params.leaseMode !== "peer") return false;
+    return tags.some(
+      (g) => g.tenure === t.id && g.degraded && g.excused && g.soloPeriod === t.soloPeriod,
+    );
   }
 
   /**

@@ -190,6 +190,9 @@ export class SimNode implements SimSupervisor, NodeHost {
       case "watchProbe":
         stats.watchProbes++;
         return;
+      case "recoveryAwaitingBacklog":
+        stats.recoveriesAwaitingBacklog++;
+        return;
       case "recoveryTakeover":
         stats.recoveryTakeovers++;
         return;
@@ -198,6 +201,7 @@ export class SimNode implements SimSupervisor, NodeHost {
         return;
       case "promoting":
         this.checkNoBacklog(n.reason);
+        if (this.standby?.receiver.state === "snapshot") stats.takeoversMidSnapshot++;
         if (n.reason === "lease_expired") stats.promotions++;
         if (n.reason !== "switchover" || this.arbiter) {
           this.env.checker.promotedOnExpiry(this.name, this.env.peer().primary);

@@ -75,6 +75,7 @@ function noted(deps: SimRoleDeps, n: StandbyNote): void {
   else if (n.kind === "etcdKeyAcquired") deps.stats.etcdKeyAcquired++;
   else if (n.kind === "awaitingBacklog") deps.stats.takeoversAwaitingBacklog++;
   else if (n.kind === "backlogApplied") deps.stats.backlogsApplied++;
+  else if (n.kind === "takeoverCalledOff") deps.stats.takeoversCalledOff++;
 }
 
 function receiverEvent(
@@ -96,6 +97,10 @@ function receiverEvent(
     }
     case "staleEpoch":
       deps.stats.staleEpochRefusals++;
+      return;
+    case "foreignReplica":
+      deps.stats.foreignReplicasDropped++;
+      if (replaced !== undefined) deps.checker.replaced(deps.node, replaced, r.epoch);
       return;
     default:
       return;

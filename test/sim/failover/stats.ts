@@ -32,6 +32,14 @@ export interface FailoverStats {
   switchoversFailed: number;
   primariesMet: number;
   staleEpochRefusals: number;
+  /** Replicas a standby dropped as another history than its primary's (foreignReplica). */
+  foreignReplicasDropped: number;
+  /** Takeovers with the replica a snapshot in progress was replacing (the best state left). */
+  takeoversMidSnapshot: number;
+  /** Recovery takeovers put off because the device had a backlog to apply first. */
+  recoveriesAwaitingBacklog: number;
+  /** Takeovers waiting for the backlog called off: the old primary spoke (peer mode). */
+  takeoversCalledOff: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -92,6 +100,10 @@ export function emptyFailoverStats(): FailoverStats {
     switchoversFailed: 0,
     primariesMet: 0,
     staleEpochRefusals: 0,
+    foreignReplicasDropped: 0,
+    takeoversMidSnapshot: 0,
+    recoveriesAwaitingBacklog: 0,
+    takeoversCalledOff: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,

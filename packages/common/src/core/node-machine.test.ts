@@ -2,7 +2,7 @@
 // takes its role from a probe (peer mode) or the etcd rule (read, probe, acquire), a standalone
 // node persists epoch 1 on its first start; the watch probes only for a standby with no primary
 // in sight, one probe at a time (none while its own takeover waits for its backlog), and starts
-// the pair, takes over (forced) or waits; promotion and step-down persist the new epoch BEFORE
+// the pair, takes over (forced, once its device applied its backlog) or waits; promotion and step-down persist the new epoch BEFORE
 // the role change (and an epoch never goes back);
 // answers to no request under way are ignored, and a stopped node changes no role.
 // Properties (fast-check): in any sequence of inputs every epoch change is a persist that comes
@@ -188,6 +188,18 @@ describe("NodeMachine watching for a primary (peer mode)", () => {
     m.watch(STANDBY); // the probe went out before the takeover was decided
     expect(m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, takingOver: true })).toEqual([]);
     expect(m.role).toBe("standby");
+  });
+
+  it("a recovery takeover waits for the device's backlog, then goes on at a later watch", () => {
+    const m = standbyAt(2);
+    m.watch(STANDBY);
+    expect(m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, backlog: 3 })).toEqual([
+      { kind: "note", note: { kind: "recoveryAwaitingBacklog", entries: 3 } },
+    ]);
+    expect(m.epoch).toBe(2); // nothing persisted
+    m.watch(STANDBY);
+    const out = m.peerProbed(peer({ epoch: 3 }), { ...STANDBY, backlog: 0 });
+    expect(out.at(-1)).toEqual({ kind: "promote", reason: "recovery", force: true });
   });
 
   it("maintenance mode holds the takeover", () => {

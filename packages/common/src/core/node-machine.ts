@@ -37,6 +37,8 @@ export type NodeNote =
   | { readonly kind: "watchProbe" }
   | { readonly kind: "recoveryTakeover"; readonly peer: PeerView }
   | { readonly kind: "recoveryStart"; readonly peer: PeerView }
+  /** The peer holds nothing, but the device has yet to apply what it received: not yet. */
+  | { readonly kind: "recoveryAwaitingBacklog"; readonly entries: number }
   /** No primary in sight and the peer holds nothing, but maintenance mode forbids taking over. */
   | { readonly kind: "maintenanceHold"; readonly peer: PeerView }
   | { readonly kind: "etcdStart"; readonly reason: string }
@@ -97,6 +99,11 @@ export interface StandbyView {
    * recovery is decided meanwhile (it would promote before that backlog is applied).
    */
   readonly takingOver?: boolean;
+  /**
+   * Entries it received that its device has not applied yet (absent: none). A recovery
+   * takeover waits for them, as the lease's takeover does (issue #14): the next watch retries.
+   */
+  readonly backlog?: number;
 }
 
 type Pending =
@@ -269,6 +276,10 @@ export class NodeMachine {
     if (decided.action === "wait" || peer === undefined) return [];
     if (decided.action === "takeOver" && maintenancePaused) {
       return [note({ kind: "maintenanceHold", peer })];
+    }
+    const backlog = standby.backlog ?? 0;
+    if (decided.action === "takeOver" && backlog > 0) {
+      return [note({ kind: "recoveryAwaitingBacklog", entries: backlog })];
     }
     if (decided.action === "takeOver") {
       // The replica lacks the grant but is all that is left: forced, above both epochs.

@@ -9,6 +9,15 @@ import { fileURLToPath } from "node:url";
 
 export const VGPUD_BIN = fileURLToPath(new URL("../bin/vgpud.js", import.meta.url));
 
+/**
+ * How long a node may take to say "node serving" before it is given up. Readiness is that log
+ * line, and a node that exits before it is reported at once, so the bound only ends a node that
+ * hangs: it is generous, because a loaded machine starts node slowly (15 s made integration
+ * tests flake on a 2-core box shared by several test runs), and below the tests' 60 s timeout,
+ * so a hung start fails with this message and the log's path.
+ */
+export const START_TIMEOUT_MS = 45_000;
+
 export interface SpawnedNode {
   readonly process: ChildProcess;
   readonly pid: number;
@@ -31,6 +40,7 @@ export async function spawnVgpud(options: {
   /** Directory for the config file and the node's log. */
   dir: string;
   name?: string;
+  /** Default START_TIMEOUT_MS. */
   startTimeoutMs?: number;
   env?: NodeJS.ProcessEnv;
   /**
@@ -58,19 +68,15 @@ export async function spawnVgpud(options: {
   const exited = new Promise<number | string>((resolve) =>
     child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
+  const startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
   const addresses = await new Promise<{
     guest: string;
     ops: string;
     replication: string | undefined;
   }>((resolve, reject) => {
     const timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `${name}: not serving after ${options.startTimeoutMs ?? 15000} ms (log: ${logFile})`,
-          ),
-        ),
-      options.startTimeoutMs ?? 15000,
+      () => reject(new Error(`${name}: not serving after ${startTimeoutMs} ms (log: ${logFile})`)),
+      startTimeoutMs,
     );
     const lines = createInterface({ input: child.stdout });
     lines.on("line", (line) => {

@@ -152,6 +152,10 @@ export class StandbyRole implements Role {
     return this.driver.takingOver;
   }
 
+  get backlog(): number {
+    return this.driver.backlog;
+  }
+
   /** Why this standby may not take over, or undefined when it may. */
   ineligibleReason(): string | undefined {
     return ineligibleReason(this.receiver);
@@ -196,6 +200,12 @@ export class StandbyRole implements Role {
         logger.warn(
           { seq: r.appliedSeq, backlogWaitMs: n.waitedMs },
           "received backlog applied: taking over",
+        );
+        return;
+      case "takeoverCalledOff":
+        logger.warn(
+          { seq: r.appliedSeq },
+          "the primary spoke while the takeover waited for the backlog: no takeover",
         );
         return;
       default:
@@ -261,6 +271,9 @@ export class StandbyRole implements Role {
         return;
       case "faultedNotRun":
         logger.error(fields, "takeover: a frame the failed device was running is not run here");
+        return;
+      case "foreignReplica":
+        logger.error(fields, "the replica is not the primary's history: dropped for a snapshot");
         return;
     }
   }

@@ -62,7 +62,8 @@ export interface ReceiverEvent {
     | "handover"
     | "handoverRefused"
     | "deviceFault"
-    | "faultedNotRun";
+    | "faultedNotRun"
+    | "foreignReplica";
   readonly seq: number;
   readonly detail: string;
 }
@@ -133,9 +134,14 @@ export class Receiver {
   /** Late comparisons dropped because the primary's result was lost with a broken link. */
   lateUnchecked = 0;
 
-  /** Entries received and not yet applied, held ones included (what a promotion waits for). */
+  /**
+   * Entries received and not yet applied, held ones included (what a promotion waits for):
+   * those handed to the device and not done yet, and those held for it. Entries that no state
+   * will ever apply (dropped by a divergence) are not counted: a takeover waiting for them
+   * would wait for ever.
+   */
   get backlog(): number {
-    return this.receivedSeq - this.appliedSeq;
+    return Math.max(0, this.submittedSeq - this.appliedSeq) + this.held.length;
   }
 
   /** Entries received and held until the primary's device has done them. */
@@ -198,6 +204,15 @@ export class Receiver {
   }
 
   /**
+   * Our hello in answer to the first hello of a primary's stream: what we hold of its history
+   * (copies the primary repeats are answered by step()).
+   */
+  answerHello(primary: Extract<PrimaryMessage, { kind: "hello" }>): StandbyMessage {
+    this.refuseForeign(primary.lastSeq);
+    return this.hello();
+  }
+
+  /**
    * The request of a snapshot pull (PullSnapshot): the hello naming the snapshot in progress
    * and the chunk it needs next; undefined when none is in progress.
    */
@@ -219,6 +234,20 @@ export class Receiver {
       // Without a version: this build's protocol (a hello without one is protocol 1).
       ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
     };
+  }
+
+  /** The node's epoch is `epoch`: nothing older is answered (a lower one changes nothing). */
+  raiseEpoch(epoch: number): void {
+    if (epoch > this.epoch) this.epoch = epoch;
+  }
+
+  /**
+   * The standby role stops: a snapshot in progress is abandoned, and the device of the state it
+   * was building ends (the replica itself is the caller's: a promotion hands it on).
+   */
+  abandonSnapshot(): void {
+    this.sink?.close();
+    this.sink = undefined;
   }
 
   /** A connection broke. A snapshot in progress is kept: the hello offers to resume it. */
@@ -267,7 +296,9 @@ export class Receiver {
     this.epoch = message.epoch;
     switch (message.kind) {
       case "hello":
-        return [this.hello()]; // the primary repeats its hello until it hears ours
+        // The primary repeats its hello until it hears ours. A copy says nothing new (a late
+        // one names an older last seq: the first hello of a stream is answered by answerHello).
+        return [this.hello()];
       case "heartbeat":
         // An older heartbeat (a late copy) says nothing new: its grant may have been revoked
         // since. Only the newest decides, and acks echo the newest.
@@ -416,6 +447,19 @@ export class Receiver {
     return [...queued, ...out.filter((m) => m.kind !== "ack"), this.ack()];
   }
 
+  /** The replica is gone: nothing held, nothing received (its device thread ends). */
+  private dropBackend(): void {
+    this.backend?.close();
+    this.backend = undefined;
+    this.receivedSeq = 0;
+    this.submittedSeq = 0;
+    this.held.clear();
+    this.ackedAppliedSeq = 0;
+    this.appliedHigh = 0;
+    this.generation++;
+    this.late.clear();
+  }
+
   private replaceBackend(backend: Backend, seq: number): void {
     if (this.backend !== backend) this.backend?.close(); // the replaced replica's device thread ends
     this.backend = backend;
@@ -497,12 +541,58 @@ export class Receiver {
    */
   releaseHeld(): void {
     this.holdingDevice = false;
+    if (this.state === "snapshot") {
+      this.releaseIntoKept();
+      return;
+    }
     while (this.state === "replica" && !this.held.isEmpty()) {
       const entry = this.held.shift()!;
       const failed = this.isFaulted(entry) ? this.notRun(entry) : this.submit(entry);
       if (failed !== undefined) this.outbox.push(...failed.filter((m) => m.kind !== "ack"));
     }
     this.held.clear();
+  }
+
+  /**
+   * During a snapshot the replica it replaces is kept, intact, until it completes: with the
+   * primary gone it is the best state left, and a takeover may use it (core/etcd-lease.ts
+   * mayAcquire, core/failover.ts standbyWithoutPrimary). The entries held for it were received
+   * for it, so they go to its device as in a replica — held for ever, they would be a backlog
+   * the takeover waits for and no device ever applies (failover seed 6635: StandbyDriver's
+   * awaitDevice recursed until the stack overflowed). Their late results are not compared (the
+   * primary's are not coming); a kept replica that diverges on one is dropped: it holds nothing
+   * usable any more. A snapshot completed later replaces it all the same.
+   */
+  private releaseIntoKept(): void {
+    const backend = this.backend;
+    while (backend !== undefined && !this.held.isEmpty()) {
+      const entry = this.held.shift()!;
+      const failure = this.isFaulted(entry)
+        ? this.recordNotRun(entry)
+        : this.applyToKept(backend, entry);
+      if (failure !== undefined) {
+        this.dropKept(entry.seq, failure);
+        return;
+      }
+    }
+    this.held.clear();
+  }
+
+  /** Applies one entry to the kept replica; the divergence's detail when it fails. */
+  private applyToKept(backend: Backend, entry: Entry): string | undefined {
+    const result = (this.options.apply ?? applyEntry)(backend, entry);
+    if (!result.ok) return result.divergence;
+    this.submittedSeq = entry.seq;
+    this.appliedEntries++;
+    if (result.late) this.lateUnchecked++;
+    return undefined;
+  }
+
+  /** The kept replica diverged: gone, the snapshot in progress goes on. */
+  private dropKept(seq: number, detail: string): void {
+    this.dropBackend();
+    this.divergences++;
+    this.events.push({ kind: "divergence", seq, detail: `kept replica dropped: ${detail}` });
   }
 
   private isFaulted(entry: Entry): boolean {
@@ -515,11 +605,17 @@ export class Receiver {
 
   /** Consumes a faulted frame without running it (as a new primary does on its re-send). */
   private notRun(entry: Entry): StandbyMessage[] | undefined {
+    const failure = this.recordNotRun(entry);
+    return failure === undefined ? undefined : this.diverge(entry.seq, failure);
+  }
+
+  /** notRun's work; the divergence's detail when the frame cannot be recorded. */
+  private recordNotRun(entry: Entry): string | undefined {
     const body = entry.body as Extract<Entry["body"], { kind: "call" }>;
     const backend = this.backend!;
     backend.progress.beginSeq(entry.seq);
     const failure = backend.recordFrame(deviceFaultRecord(body.sessionId, body.frame));
-    if (failure) return this.diverge(entry.seq, `faulted frame ${body.frame}: ${failure.message}`);
+    if (failure) return `faulted frame ${body.frame}: ${failure.message}`;
     this.submittedSeq = entry.seq;
     this.faultedNotRun++;
     this.events.push({
@@ -647,6 +743,25 @@ export class Receiver {
       heartbeatSentUs: this.lastHeartbeatUs,
       checkpoints,
     };
+  }
+
+  /**
+   * A replica that holds entries beyond the primary's last seq is no prefix of its log: it is
+   * another history — a primary that started the pair afresh, told by its probe that we held
+   * nothing, while a dead primary's late snapshot was still completing here (failover seed
+   * 6495). Resumed, it would skip the primary's entries up to our received seq as duplicates
+   * and hold the grant with a state the primary never had. It is dropped, so our hello says
+   * empty and the primary sends a snapshot.
+   */
+  private refuseForeign(primaryLastSeq: number): void {
+    if (this.state !== "replica" || this.receivedSeq <= primaryLastSeq) return;
+    const detail = `received ${this.receivedSeq}, beyond the primary's last seq ${primaryLastSeq}`;
+    this.dropBackend();
+    this.state = "empty";
+    this.granted = false;
+    this.announcedHandover = undefined;
+    this.pendingHandover = undefined;
+    this.events.push({ kind: "foreignReplica", seq: primaryLastSeq, detail });
   }
 
   /** Drains the events recorded since the last call (for logs and metrics). */

@@ -4,7 +4,8 @@
 // an expiry; a handover promotes at once (peer mode) or once the key is taken (etcd mode); in
 // etcd mode the key is read at the poll interval, the peer is probed only when the record
 // alone does not decide, an ungranted replica on the peer is waited for, and answers to no
-// request under way are ignored. Properties (fast-check): whatever the inputs, at most one
+// request under way are ignored; a takeover waits for the received backlog, and in peer mode the
+// old primary speaking meanwhile calls it off. Properties (fast-check): whatever the inputs, at most one
 // promote comes out, every promote comes after a park, and no request overlaps another.
 import type { PeerView } from "@vgpu-ha/common/core";
 import fc from "fast-check";
@@ -427,5 +428,30 @@ describe("a takeover waits for the received backlog", () => {
     expect(kinds(out)).toContain("awaitDevice");
     expect(promotes(m.backlogApplied(40, ELIGIBLE))[0]?.reason).toBe("etcd_key_acquired");
     expect(m.lastBacklogWaitMs).toBe(30);
+  });
+
+  it("peer mode: the old primary speaking meanwhile calls it off; a later expiry decides anew", () => {
+    const m = peerMode();
+    ticks(m, 0, 1000, 0, { ...ELIGIBLE, backlog: 7 });
+    expect(m.holdingTakeover).toBe(true);
+    expect(notes(m.primaryHeard())).toEqual(["takeoverCalledOff"]);
+    expect(m.holdingTakeover).toBe(false);
+    expect(m.backlogApplied(1100, ELIGIBLE)).toEqual([]); // the device's answer comes too late
+    expect(m.primaryHeard()).toEqual([]); // nothing held: nothing to call off
+    // Heard at 1100, silent again: the next expiry takes over (the backlog applied by then).
+    expect(promotes(ticks(m, 1100, 2000, 1100, ELIGIBLE))).toHaveLength(1);
+  });
+
+  it("the old primary speaking does not call off a key taken (etcd) or a handover", () => {
+    const etcd = etcdMode();
+    etcd.tick(0, undefined, ELIGIBLE);
+    etcd.etcdRead(reading({ epoch: 5, primary: "a", replica: "b" }), ELIGIBLE);
+    etcd.etcdAcquired(true, { ...ELIGIBLE, backlog: 3 }, 10);
+    expect(etcd.primaryHeard()).toEqual([]);
+    expect(etcd.holdingTakeover).toBe(true);
+    const peer = peerMode();
+    const handover = peer.handover();
+    expect(promotes(handover)[0]?.reason).toBe("switchover"); // a handover is not held here
+    expect(peer.primaryHeard()).toEqual([]);
   });
 });

@@ -61,7 +61,9 @@ export type StandbyNote =
   /** A takeover waits for the device to apply the received backlog (this many entries). */
   | { readonly kind: "awaitingBacklog"; readonly entries: number }
   /** The backlog is applied: the takeover goes on after waiting this long. */
-  | { readonly kind: "backlogApplied"; readonly waitedMs: number };
+  | { readonly kind: "backlogApplied"; readonly waitedMs: number }
+  /** The old primary spoke while the takeover waited for the backlog: no takeover (peer mode). */
+  | { readonly kind: "takeoverCalledOff" };
 
 /**
  * What the driver does, in order. `promote` asks the node to take over: the node persists the
@@ -180,6 +182,22 @@ export class StandbyMachine {
     const waitedMs = nowMs - held.sinceMs;
     this.lastBacklogWaitMs = waitedMs;
     return [note({ kind: "backlogApplied", waitedMs }), held.promote];
+  }
+
+  /**
+   * Peer mode: the old primary spoke while the takeover its lease's expiry decided waits for
+   * the backlog — it was stopped, not dead, and woke first. The takeover is called off and the
+   * standby answers it again (a later expiry decides anew): held longer than the old primary's
+   * fenced period, the takeover kept it unanswered until it served alone, two primaries with no
+   * partition (failover seed 23192). etcd mode keeps the key it took; a handover goes on.
+   */
+  primaryHeard(): StandbyAction[] {
+    const held = this.held;
+    if (held === undefined || this.stopped || this.options.etcdPollMs !== undefined) return [];
+    if (held.promote.kind !== "promote" || held.promote.reason !== "lease_expired") return [];
+    this.held = undefined;
+    this.promoting = false;
+    return [note({ kind: "takeoverCalledOff" })];
   }
 
   /** The primary handed over (the receiver's handover event). */

@@ -59,3 +59,13 @@ export class TestPrimary {
     return seq;
   }
 }
+
+/** A primary with seqs 1..5: the session, a context, an 8 KiB buffer, a write to each page. */
+export function primaryOfFive(): TestPrimary {
+  const p = new TestPrimary();
+  p.call({ op: "contextCreate" });
+  p.call({ op: "boAlloc", context: 1, sizeBytes: 8192 });
+  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data: new Uint8Array(8).fill(1) });
+  p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 4096, data: new Uint8Array(8).fill(2) });
+  return p;
+}
