@@ -2,14 +2,15 @@
 // a simulated stream in the simulator), holds one stream, feeds the Sender machine with the
 // standby's messages and the time, sends what it returns, redials after a broken link, and
 // releases log entries no longer needed. Thin: the decisions are the Sender's.
-import type {
-  Clock,
-  Link,
-  PrimaryMessage,
-  ReplicationLog,
-  StandbyMessage,
-  TimerHandle,
-  Timers,
+import {
+  type Clock,
+  type Link,
+  type PrimaryMessage,
+  type ReplicationLog,
+  type StandbyMessage,
+  type TimerHandle,
+  type Timers,
+  traceSnapshotChunk,
 } from "@vgpu-ha/common";
 import type { Sender, SenderEvent } from "./core/sender.js";
 import type { SnapshotOutlet } from "./snapshot-outlet.js";
@@ -71,6 +72,9 @@ export class PeerLinkShell {
     const { sender, clock } = this.deps;
     const link = this.deps.dial();
     link.onMessage((message) => {
+      if (message.kind === "ack" && message.snapshotChunk > 0) {
+        traceSnapshotChunk("p.ackSeen", message.snapshotChunk - 1);
+      }
       sender.step(message, clock.monotonicMs());
       this.afterStep();
     });
@@ -135,6 +139,7 @@ export class PeerLinkShell {
     const outlet = this.deps.outlet;
     for (const m of sender.poll(clock.monotonicMs())) {
       // Pages go to the standby's pull; chunk 0 (the metadata) here, which starts that pull.
+      if (m.kind === "snapshot") traceSnapshotChunk("p.produced", m.chunk.index);
       if (m.kind === "snapshot" && m.chunk.index > 0 && outlet?.active) outlet.send(m);
       else if (!this.link.send(m)) this.blocked = true;
     }

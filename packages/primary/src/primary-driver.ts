@@ -19,8 +19,10 @@ import {
   type ReplicationLog,
   type ReplicationMode,
   type StandbyMessage,
+  snapshotTraceOn,
   type TimerHandle,
   type Timers,
+  traceSnapshotChunk,
 } from "@vgpu-ha/common";
 import {
   type Backend,
@@ -450,6 +452,7 @@ export class PrimaryDriver<S> {
     source.onChunkReady = () => {
       if (!this.stopping) this.link?.pumpNow();
     };
+    if (snapshotTraceOn) source.trace = traceSnapshotChunk;
     this.ports.observer.snapshotStarted(source, this.backend);
     return source;
   }

@@ -5,7 +5,13 @@
 // the pull opens. The stream is reliable and in order: a chunk is written once per pull (the
 // Sender's resends after retransmitMs are not repeated on it); a broken pull is reopened by the
 // standby from the chunk it reached.
-import type { ErrorCode, PrimaryMessage, SnapshotChunk, StandbyMessage } from "@vgpu-ha/common";
+import {
+  type ErrorCode,
+  type PrimaryMessage,
+  type SnapshotChunk,
+  type StandbyMessage,
+  traceSnapshotChunk,
+} from "@vgpu-ha/common";
 import type { Sender } from "./core/sender.js";
 import { decidePull, type PullDecision } from "./core/snapshot-pull.js";
 
@@ -73,6 +79,7 @@ export class SnapshotOutlet {
     if (chunk.index < p.next) return; // written on this pull already
     p.next = chunk.index + 1;
     p.stream.write({ kind: "snapshot", epoch: this.sender.epoch, chunk });
+    traceSnapshotChunk("p.written", chunk.index);
     if (chunk.last) this.end();
   }
 }

@@ -16,6 +16,7 @@ import {
   type PrimaryMessage,
   primaryDecoder,
   type StandbyMessage,
+  traceSnapshotChunk,
   type wire,
 } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
@@ -194,6 +195,7 @@ export class StandbyLink {
    */
   pulled(message: PrimaryMessage): void {
     if (this.closed || this.muted() || message.kind !== "snapshot") return;
+    traceSnapshotChunk("s.received", message.chunk.index);
     if (message.epoch >= this.receiver.epoch) this.lastMessageMs = this.now();
     this.stepping = true;
     let replies: StandbyMessage[];
@@ -203,7 +205,9 @@ export class StandbyLink {
       this.stepping = false;
     }
     const link = this.link;
+    traceSnapshotChunk("s.stepped", message.chunk.index);
     if (link !== undefined) for (const out of replies) link.send(out);
+    traceSnapshotChunk("s.ackSent", message.chunk.index);
     this.onStep(message);
   }
 

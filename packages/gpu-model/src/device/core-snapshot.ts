@@ -3,7 +3,10 @@
 // sent (copy-on-write, asked for by "preserve" ops queued before each write) and reads the
 // next chunk's runs of non-zero pages, all-zero pages skipped. A chunk's runs are copied once,
 // into one buffer laid out as their wire form (pages-wire.ts), so the main thread sends them
-// without another copy.
+// without another copy. That buffer is shared memory, reused for a later chunk once the
+// standby acknowledged this one (snapshot-source.ts: recycle): 1 MiB buffers made anew for
+// every chunk drove the primary's main thread into a full garbage collection every ~32 MiB
+// sent (V8 collects after each 64 MiB of new external memory), each a pause of the pull.
 import {
   FieldWriter,
   lenBytes,
@@ -26,6 +29,11 @@ interface PendingBuffer {
 }
 
 const ZERO_PAGE = Buffer.alloc(PAGE_SIZE_BYTES);
+/**
+ * A chunk's buffer holds maxBytes and this more (the room, run heads, a run's last page past
+ * maxBytes), so that any later chunk fits in it when it is reused.
+ */
+const CHUNK_SLACK_BYTES = 4 * PAGE_SIZE_BYTES;
 
 export class CoreSnapshot {
   private readonly pending: PendingBuffer[];
@@ -57,7 +65,7 @@ export class CoreSnapshot {
   }
 
   /** The next runs of non-zero pages, about maxBytes in all, in one buffer (their wire form). */
-  chunk(maxBytes: number): ChunkResult {
+  chunk(maxBytes: number, into?: SharedArrayBuffer): ChunkResult {
     const runs: Run[] = [];
     let bytes = 0;
     while (bytes < maxBytes && this.cursor < this.pending.length) {
@@ -73,7 +81,7 @@ export class CoreSnapshot {
         this.cursor++;
       }
     }
-    const { wire, pages } = layOut(runs);
+    const { wire, pages } = layOut(runs, maxBytes, into);
     const current = this.pending[this.cursor];
     const coveredBytes = this.passedBytes + (current ? current.nextPage * PAGE_SIZE_BYTES : 0);
     return {
@@ -137,10 +145,18 @@ interface Run {
 }
 
 /** The runs copied into one buffer as their wire form; the pages' data view into it. */
-function layOut(runs: readonly Run[]): { wire: Uint8Array; pages: ChunkPages[] } {
+function layOut(
+  runs: readonly Run[],
+  maxBytes: number,
+  into: SharedArrayBuffer | undefined,
+): { wire: Uint8Array; pages: ChunkPages[] } {
   let size = PAGES_HEADROOM_BYTES;
   for (const r of runs) size += lenBytes(pagesMessageBytes(r));
-  const w = new FieldWriter(new Uint8Array(size), PAGES_HEADROOM_BYTES);
+  const memory =
+    into !== undefined && into.byteLength >= size
+      ? into
+      : new SharedArrayBuffer(Math.max(size, maxBytes + CHUNK_SLACK_BYTES));
+  const w = new FieldWriter(new Uint8Array(memory, 0, size), PAGES_HEADROOM_BYTES);
   const pages: ChunkPages[] = [];
   for (const r of runs) {
     w.pagesHead(r);

@@ -80,7 +80,7 @@ export class DeviceCore {
       case "snapChunk": {
         const snap = this.snapshots.get(op.snap);
         if (snap === undefined) throw new Error(`invariant: no snapshot ${op.snap} on the device`);
-        return snap.chunk(op.maxBytes);
+        return snap.chunk(op.maxBytes, op.into);
       }
       case "snapEnd":
         this.snapshots.delete(op.snap);

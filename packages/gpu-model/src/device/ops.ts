@@ -68,7 +68,16 @@ export type DeviceOp =
       readonly start: number;
       readonly end: number;
     }
-  | { readonly k: "snapChunk"; readonly snap: number; readonly maxBytes: number }
+  | {
+      readonly k: "snapChunk";
+      readonly snap: number;
+      readonly maxBytes: number;
+      /**
+       * Shared memory of an acknowledged chunk to lay this one out in (snapshot-source.ts:
+       * recycle); absent, or too small: the device allocates a new one.
+       */
+      readonly into?: SharedArrayBuffer;
+    }
   | { readonly k: "snapEnd"; readonly snap: number }
   | { readonly k: "hash"; readonly ids: readonly number[] };
 

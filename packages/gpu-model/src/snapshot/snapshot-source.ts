@@ -19,6 +19,8 @@ import type { Backend, GuestBo } from "../paravirt/backend.js";
  * at once); 8 keeps the pull fed and holds at most 8 chunks (8 MiB at the default size).
  */
 const READ_AHEAD = 8;
+/** Spare chunk buffers kept: the read-ahead's, twice over. */
+const SPARE_MAX = 2 * READ_AHEAD;
 
 export class SnapshotSource {
   readonly snapshotId: number;
@@ -32,6 +34,11 @@ export class SnapshotSource {
   private passed = 0;
   private readonly arrived: ChunkResult[] = [];
   private asked = 0;
+  /** Shared buffers of acknowledged chunks, for the device to reuse (recycle). */
+  private readonly spare: SharedArrayBuffer[] = [];
+  /** Chunks asked and answered since the start (their indexes, for the trace). */
+  private askedTotal = 0;
+  private arrivedTotal = 0;
   /** The device answered the last chunk. */
   private lastArrived = false;
   private submitting = false;
@@ -47,6 +54,8 @@ export class SnapshotSource {
   private metaReady = false;
   /** Called when a chunk the reader waits for arrives from the device (never synchronously). */
   onChunkReady: (() => void) | undefined;
+  /** Told when each chunk is asked of the device and when it arrives (common's snapshot-trace). */
+  trace: ((stage: string, index: number) => void) | undefined;
   sentBytes = 0;
   /** Bytes of buffer space the snapshot covers (every buffer's size, zero pages included). */
   readonly totalBytes: number;
@@ -84,6 +93,18 @@ export class SnapshotSource {
 
   get done(): boolean {
     return this.finished;
+  }
+
+  /**
+   * A chunk the standby acknowledged (the Sender holds it no longer, and what wrote it to a
+   * stream has sent it): its shared buffer lays out a later chunk, so the main thread does not
+   * take in 1 MiB of new memory per chunk (core-snapshot.ts says why that matters).
+   */
+  recycle(chunk: SnapshotChunk): void {
+    const memory = chunk.pagesWire?.buffer;
+    if (memory instanceof SharedArrayBuffer && this.spare.length < SPARE_MAX) {
+      this.spare.push(memory);
+    }
   }
 
   /** Stops copy-on-write; the snapshot is abandoned or complete. */
@@ -161,7 +182,14 @@ export class SnapshotSource {
   private askAhead(): void {
     while (!this.lastArrived && !this.released && this.asked + this.arrived.length < READ_AHEAD) {
       this.asked++;
-      const op = { k: "snapChunk", snap: this.snapshotId, maxBytes: this.chunkBytesMax } as const;
+      this.trace?.("p.asked", ++this.askedTotal);
+      const into = this.spare.pop();
+      const op = {
+        k: "snapChunk",
+        snap: this.snapshotId,
+        maxBytes: this.chunkBytesMax,
+        ...(into !== undefined ? { into } : {}),
+      } as const;
       this.submitting = true;
       this.backend.device.queue.submit(op, (result) => this.arrive(result as ChunkResult));
       this.submitting = false;
@@ -173,6 +201,7 @@ export class SnapshotSource {
     // After the last chunk the device answers empty last chunks to what was asked ahead.
     if (this.released || this.lastArrived) return;
     if (result.last) this.lastArrived = true;
+    this.trace?.("p.arrived", ++this.arrivedTotal);
     this.arrived.push(result);
     if (this.submitting) return; // the inline device: the reader has it at once
     const waiting = this.waiting;

@@ -28,8 +28,10 @@ export function transferablesOf(value: OpResult): ArrayBuffer[] {
   if (value instanceof Uint8Array) return [value.buffer as ArrayBuffer];
   if (value !== undefined && "pages" in value) {
     // Each buffer once (a transfer list naming one twice is refused): the pages view one wire.
+    // Shared memory (the model's chunks) is shared, not moved.
     const buffers = value.wire ? [value.wire] : value.pages.map((p) => p.data);
-    return [...new Set(buffers.map((b) => b.buffer as ArrayBuffer))];
+    const owned = buffers.map((b) => b.buffer).filter((b) => b instanceof ArrayBuffer);
+    return [...new Set(owned)];
   }
   return [];
 }

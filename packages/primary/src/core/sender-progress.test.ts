@@ -3,7 +3,7 @@
 // total; and every heartbeat carries the maintenance flag the node set.
 import { ReplicationLog, type SnapshotChunk, type StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
-import { testSenderOptions, testStandbyHello } from "../testing/sender-options.js";
+import { testSenderOptions, testSnapshotAck, testStandbyHello } from "../testing/sender-options.js";
 import { Sender, type SnapshotStream } from "./sender.js";
 
 const options = testSenderOptions({ snapshotWindowChunks: 2, retransmitMs: 10_000 });
@@ -29,16 +29,7 @@ function fakeStream(): SnapshotStream {
 
 const emptyHello: StandbyMessage = testStandbyHello({ empty: true });
 
-const ack = (chunks: number): StandbyMessage => ({
-  kind: "ack",
-  epoch: 1,
-  receivedSeq: 0,
-  appliedSeq: 0,
-  snapshotId: 1,
-  snapshotChunk: chunks,
-  heartbeatSentUs: 0,
-  checkpoints: [],
-});
+const ack = testSnapshotAck;
 
 describe("the sender's operator figures", () => {
   it("counts snapshot bytes as done only once their chunk is acknowledged", () => {

@@ -45,6 +45,11 @@ export interface SnapshotStream {
    * answers later makes it true again with a progress notification (the driver then polls).
    */
   ready?(): boolean;
+  /**
+   * A chunk the standby acknowledged on a pull (no longer held here, encoded onto the pull's
+   * stream before it could arrive): its memory may be reused for a later chunk. Optional.
+   */
+  recycle?(chunk: SnapshotChunk): void;
 }
 
 export type SenderState = "disconnected" | "hello" | "snapshot" | "streaming";

@@ -325,7 +325,11 @@ export class Sender {
   private ackSnapshot(received: number): void {
     const s = this.snapshot!;
     while (s.ackedChunks < received && s.unacked.length > 0) {
-      s.unacked.shift();
+      const chunk = s.unacked.shift()!;
+      // A pulled chunk was encoded onto the pull's stream before the standby could have it; one
+      // sent on the link may still be read by the receiver (an in-process link passes the
+      // object itself, as the simulators do), so its memory is not reused.
+      if (this.peerPullsSnapshots) s.stream.recycle?.(chunk);
       s.doneBytes = s.unackedCoveredBytes.shift() ?? s.doneBytes;
       s.ackedChunks++;
     }

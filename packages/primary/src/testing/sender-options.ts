@@ -39,3 +39,17 @@ export function testStandbyHello(
     ...overrides,
   };
 }
+
+/** The standby's ack of a snapshot's first `chunks` chunks (snapshot 1, epoch 1). */
+export function testSnapshotAck(chunks: number): StandbyMessage {
+  return {
+    kind: "ack",
+    epoch: 1,
+    receivedSeq: 0,
+    appliedSeq: 0,
+    snapshotId: 1,
+    snapshotChunk: chunks,
+    heartbeatSentUs: 0,
+    checkpoints: [],
+  };
+}
