@@ -190,7 +190,7 @@ export async function runReplication(options: ReplicationOptions = {}): Promise<
   const all = phases.size === PHASES.length;
   const lease = leaseOverride();
   const workloads = phases.has("modes") ? [...modesWorkloads()] : [];
-  const partOfModes = workloads.length < 3 ? `-${workloads.join("-")}` : "";
+  const partOfModes = workloads.length > 0 && workloads.length < 3 ? `-${workloads.join("-")}` : "";
   publish({
     name: `replication${all ? "" : `-${[...phases].join("-")}`}${partOfModes}${lease ? `-lease${lease.durationMs}` : ""}`,
     metrics,
