@@ -77,6 +77,13 @@ const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
  * 64 writes of 64 KiB in flight; writes beyond it get buffers of their own.
  */
 const DMA_COPY_RING_BYTES = 4 * 1024 * 1024;
+/**
+ * Bytes of frames one message carries, about (small frames are packed up to maxFramesPerMessage
+ * far below it). The node decodes a message only once all of it has arrived, so sixteen 64 KiB
+ * writes in one 1 MiB message leave it idle while they travel, then busy while nothing does;
+ * messages of at most 256 KiB keep both ends working (docs/benchmarks.md, "DMA 64 KiB").
+ */
+const MESSAGE_BYTES_TARGET = 256 * 1024;
 
 export class Session extends SessionCalls {
   private readonly machine: SessionMachine;
@@ -357,12 +364,16 @@ export class Session extends SessionCalls {
   private send(): void {
     const conn = this.conn;
     if (conn === undefined) return;
-    const budget = (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) / 2;
+    const budget = Math.min(
+      MESSAGE_BYTES_TARGET,
+      (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) / 2,
+    );
     for (;;) {
       const room = Math.min(this.maxPerMessage, this.maxInFlight - this.window.inFlight);
       if (room <= 0) return;
-      // Several frames per message, but never more bytes than half the message limit (a
-      // resend after failover may find many large frames waiting).
+      // Several frames per message, but about MESSAGE_BYTES_TARGET of them at most (and never
+      // more than half the message limit: a resend after failover may find many large frames
+      // waiting). A frame larger than that goes alone.
       const frames = this.window.takeUnsent(room, budget, frameBytes);
       if (frames.length === 0) return;
       conn.stream.send(
