@@ -47,7 +47,8 @@ type PagesSocket = Duplex & {
 export function servePagesSocket(socket: PagesSocket, serve: PullServer): void {
   socket.setNoDelay?.(true);
   socket.on("error", () => undefined); // a reset: 'close' follows, the outlet drops the pull
-  const remote = `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`;
+  // Named so the log tells a socket's pull from PullSnapshot's ("snapshot pull opened").
+  const remote = `pages:${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`;
   const reader = new FrameReader({ accepts: { [FRAME.hello]: HELLO_BYTES_MAX } });
   const timer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
   socket.once("close", () => clearTimeout(timer));
