@@ -14,7 +14,6 @@ import { fileURLToPath } from "node:url";
 import {
   ErrorCode,
   type PrimaryMessage,
-  REPLICATION_PROTOCOL_VERSION,
   ReplicationLog,
   type ServiceHandlers,
   type SnapshotChunk,
@@ -22,7 +21,8 @@ import {
   type TlsFiles,
   type wire,
 } from "@vgpu-ha/common";
-import { Sender, type SenderOptions, SnapshotOutlet, type SnapshotStream } from "@vgpu-ha/primary";
+import { Sender, SnapshotOutlet, type SnapshotStream } from "@vgpu-ha/primary";
+import { testSenderOptions, testStandbyHello } from "@vgpu-ha/primary/testing";
 import type { SnapshotPullPort } from "@vgpu-ha/standby";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
@@ -39,33 +39,10 @@ import { pagesClient } from "./snapshot-pull-socket.js";
 const MiB = 1024 ** 2;
 const CHUNKS = 4;
 
-const options: SenderOptions = {
-  clusterId: "c",
-  nodeId: "a",
-  peerName: "b",
-  maxBatchEntries: 16,
-  maxBatchBytes: 65536,
-  maxInflightEntries: 64,
-  maxInflightBytes: MiB,
-  snapshotWindowChunks: 8,
-  heartbeatMs: 100,
-  retransmitMs: 200,
-  retainBytes: MiB,
-};
+const options = testSenderOptions({ snapshotWindowChunks: 8 });
 
-const hello = (more: Partial<Extract<StandbyMessage, { kind: "hello" }>> = {}): StandbyMessage => ({
-  kind: "hello",
-  epoch: 1,
-  clusterId: "c",
-  nodeId: "b",
-  empty: true,
-  lastAppliedSeq: 0,
-  snapshotId: 7,
-  snapshotChunk: 1,
-  protocolVersion: REPLICATION_PROTOCOL_VERSION,
-  pullsSnapshots: true,
-  ...more,
-});
+const hello = (more: Partial<Extract<StandbyMessage, { kind: "hello" }>> = {}): StandbyMessage =>
+  testStandbyHello({ empty: true, pullsSnapshots: true, snapshotId: 7, snapshotChunk: 1, ...more });
 
 const pageOf = (index: number) => new Uint8Array(MiB).fill(index);
 
