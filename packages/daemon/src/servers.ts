@@ -149,6 +149,9 @@ export async function startGrpcServer(
   };
 }
 
+/** A plaintext replication client that has sent nothing by then is dropped. */
+const FIRST_BYTE_TIMEOUT_MS = 10_000;
+
 /**
  * Reads a plaintext connection's first bytes and gives the socket, those bytes put back, to
  * the pages server (PAGES_MAGIC) or to gRPC (anything else: its HTTP/2 preface).
@@ -159,7 +162,11 @@ function routeByFirstByte(
   pages: (socket: Socket) => void,
 ): void {
   socket.on("error", () => undefined); // a reset before the first byte: nothing to tell
+  // Every client speaks first (HTTP/2's preface, the pages magic): one that does not is dropped.
+  const silent = setTimeout(() => socket.destroy(), FIRST_BYTE_TIMEOUT_MS);
+  socket.once("close", () => clearTimeout(silent));
   socket.once("data", (first: Buffer) => {
+    clearTimeout(silent);
     socket.pause();
     socket.unshift(first);
     if (first[0] === PAGES_MAGIC[0]) pages(socket);
