@@ -44,13 +44,17 @@ type PagesSocket = Duplex & {
   setNoDelay?(noDelay: boolean): unknown;
 };
 
-export function servePagesSocket(socket: PagesSocket, serve: PullServer): void {
+export function servePagesSocket(
+  socket: PagesSocket,
+  serve: PullServer,
+  helloTimeoutMs = HELLO_TIMEOUT_MS,
+): void {
   socket.setNoDelay?.(true);
   socket.on("error", () => undefined); // a reset: 'close' follows, the outlet drops the pull
   // Named so the log tells a socket's pull from PullSnapshot's ("snapshot pull opened").
   const remote = `pages:${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`;
   const reader = new FrameReader({ accepts: { [FRAME.hello]: HELLO_BYTES_MAX } });
-  const timer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
+  const timer = setTimeout(() => socket.destroy(), helloTimeoutMs);
   socket.once("close", () => clearTimeout(timer));
   socket.write(PAGES_MAGIC);
   let helloRead = false;

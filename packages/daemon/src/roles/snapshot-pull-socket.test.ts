@@ -2,12 +2,13 @@
 // (servers.ts: plaintext sniffed by its first byte, TLS routed by ALPN) in front of a real
 // Sender and SnapshotOutlet: a pull gets every chunk from the one asked, each decoded with its
 // pages as its own buffer, then an end; a hello of another cluster, peer, epoch or snapshot is
-// refused with the PullSnapshot codes before any chunk; mutual TLS refuses a client certificate
+// refused with the PullSnapshot codes before any chunk; a hello that is late, over its bound or
+// not a hello ends the connection; mutual TLS refuses a client certificate
 // from another CA; a port without the socket (an older primary) is told apart and the pull goes
 // to gRPC instead; a connection cut in the middle of a frame ends the pull with that reason.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Socket } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,7 +32,7 @@ import {
   replicationService,
   startGrpcServer,
 } from "../servers.js";
-import { FRAME, frameHead, PAGES_MAGIC } from "./snapshot-pull-frames.js";
+import { FRAME, frameHead, HELLO_BYTES_MAX, PAGES_MAGIC } from "./snapshot-pull-frames.js";
 import { pagesPullPort } from "./snapshot-pull-port.js";
 import { servePagesSocket } from "./snapshot-pull-serve.js";
 import { pagesClient } from "./snapshot-pull-socket.js";
@@ -88,15 +89,41 @@ afterEach(async () => {
 });
 
 const noGrpc = {} as ServiceHandlers<typeof wire.Replication>;
+const HELLO_TIMEOUT_MS = 300;
+
+/** Sends `bytes` to a pages port raw; what came back and whether the port closed the socket. */
+function rawExchange(
+  address: string,
+  bytes: Uint8Array,
+): Promise<{ got: Buffer; closedMs: number }> {
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(":")),
+    Number(address.slice(address.lastIndexOf(":") + 1)),
+  ];
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const socket = connect({ host, port }, () => socket.write(bytes));
+    socket.on("data", (d: Buffer) => chunks.push(d));
+    socket.on("error", () => undefined);
+    socket.on("close", () =>
+      resolve({ got: Buffer.concat(chunks), closedMs: performance.now() - started }),
+    );
+  });
+}
 
 async function primaryPort(port: PortOptions, outlet = snapshotOutlet()): Promise<string> {
   const server = await startGrpcServer("127.0.0.1:0", 4 * MiB, replicationService(noGrpc), {
     ...port,
     pages: (socket) =>
-      servePagesSocket(socket, (request, stream) => {
-        if (request instanceof Error) stream.fail(ErrorCode.MALFORMED, request.message);
-        else outlet.open(stream, request);
-      }),
+      servePagesSocket(
+        socket,
+        (request, stream) => {
+          if (request instanceof Error) stream.fail(ErrorCode.MALFORMED, request.message);
+          else outlet.open(stream, request);
+        },
+        HELLO_TIMEOUT_MS,
+      ),
   });
   servers.push(server);
   return `127.0.0.1:${server.port}`;
@@ -217,6 +244,25 @@ describe("a pull over the pages socket", () => {
       await new Promise<string>((resolve) => port.open(hello(), () => {}, resolve));
       expect(opened).toEqual(["grpc", "grpc"]); // the second went straight to gRPC
     }
+  });
+
+  it("drops a standby whose hello is late, oversized or not a hello at all", async () => {
+    const address = await primaryPort({});
+    const silent = await rawExchange(address, PAGES_MAGIC);
+    expect(silent.got.equals(Buffer.from(PAGES_MAGIC))).toBe(true); // the magic, then nothing
+    expect(silent.closedMs).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS - 50);
+    const huge = await rawExchange(
+      address,
+      Buffer.concat([PAGES_MAGIC, frameHead(FRAME.hello, HELLO_BYTES_MAX + 1)]),
+    );
+    expect(huge.got.equals(Buffer.from(PAGES_MAGIC))).toBe(true);
+    expect(huge.closedMs).toBeLessThan(HELLO_TIMEOUT_MS);
+    const chunkFirst = await rawExchange(
+      address,
+      Buffer.concat([PAGES_MAGIC, frameHead(FRAME.chunk, 4)]),
+    );
+    expect(chunkFirst.closedMs).toBeLessThan(HELLO_TIMEOUT_MS);
+    expectAllChunks(await pull(address, hello())); // the port still serves
   });
 
   it("ends a pull whose connection is cut in the middle of a frame", async () => {
