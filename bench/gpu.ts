@@ -18,7 +18,7 @@
 // model (docs/gpu.md), not measured by this run.
 import { performance } from "node:perf_hooks";
 import { buf, f32, u32 } from "@vgpu-ha/client";
-import type { KernelArg } from "@vgpu-ha/common";
+import { type KernelArg, traceSeq } from "@vgpu-ha/common";
 import { gpuWrap, spawnVgpud } from "@vgpu-ha/daemon";
 import type { DeviceExecutor, DeviceOp, OpResult } from "@vgpu-ha/gpu-model";
 
@@ -261,15 +261,26 @@ async function measureVgpud(cluster: Cluster) {
 
 const GEMM_CASE = CASES.find((c) => c.kernel === "gemm_f32")!;
 
-/** gemm 2048³ launches, PIPELINE in flight: the rate, and each launch's round trip (ms). */
+/** The gemm2048 set-ups, by their number in the trace's round rows (bench/seq-trace.ts). */
+const GEMM_SETUPS = ["standalone", "async", "sync"];
+let launchesTraced = 0;
+
+/**
+ * gemm 2048³ launches, PIPELINE in flight: the rate, and each launch's round trip (ms). With
+ * BENCH_SEQ_TRACE each launch's send and reply are traced (g.send / g.reply: its number, ms).
+ */
 function gemmRate(cluster: Cluster, durations = DURATIONS) {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const args = await guestCase(c!, GEMM_CASE);
     const trips: number[] = [];
     const r = await pipelined(cluster.nodes, [c!], PIPELINE, durations, async () => {
+      const n = ++launchesTraced;
+      traceSeq("g.send", n);
       const t = performance.now();
       await c!.session.launch(c!.context, "gemm_f32", args);
-      trips.push(performance.now() - t);
+      const ms = performance.now() - t;
+      traceSeq("g.reply", n, ms);
+      trips.push(ms);
     });
     return { ...r, tripP50Ms: percentile(trips, 50), tripP99Ms: percentile(trips, 99) };
   });
@@ -294,11 +305,13 @@ async function gemmOnly(): Promise<void> {
       clusters,
       ROUNDS,
       async (name, cluster, round) => {
+        traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
         const { result: r, profiles } = await profilePhase(
           cluster.nodes,
           `${name}-${round + 1}`,
           () => gemmRate(cluster),
         );
+        traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
         console.log(
           `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
         );
@@ -379,7 +392,9 @@ export async function runGpu(): Promise<void> {
       clusters,
       ROUNDS,
       async (name, cluster, round) => {
+        traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
         const r = await gemmRate(cluster);
+        traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
         console.log(
           `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
         );

@@ -26,6 +26,7 @@ export * from "./log.js";
 export * from "./metrics.js";
 export * from "./node-driver.js";
 export * from "./session-view.js";
+export * from "./seq-trace.js";
 export * from "./snapshot-trace.js";
 export * from "./tls/cert-names.js";
 export * from "./tls/peer-credentials.js";

@@ -2,6 +2,7 @@
 // executor in order, routes each result to its callback and follows completion, implementing
 // DeviceProgress (progress.ts) over it. Work is tagged with the seq named by beginSeq, so
 // doneSeq can say which log entries' work is complete.
+import { seqTraceOn, traceSeq } from "@vgpu-ha/common";
 import Denque from "denque";
 import type { DeviceExecutor, ExecutorSink } from "./executor.js";
 import type { DeviceOp, OpResult } from "./ops.js";
@@ -41,7 +42,10 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
     const index = ++this.submitted;
     if (this.executor.synchronous !== true) {
       const lastRun = this.seqRuns.peekBack();
-      if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
+      if (lastRun === undefined || lastRun[1] !== this.seq) {
+        this.seqRuns.push([index, this.seq]);
+        if (seqTraceOn) traceSeq("dev.submit", this.seq);
+      }
     }
     if (onResult !== undefined) this.callbacks.set(index, onResult);
     this.submitting++;
@@ -98,6 +102,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   }
 
   progressed(): void {
+    if (seqTraceOn) traceSeq("dev.done", this.doneSeq(this.seq), this.outstanding);
     if (this.completed === this.submitted) {
       while (!this.seqRuns.isEmpty()) this.seqRuns.pop();
     }
