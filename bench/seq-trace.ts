@@ -122,7 +122,7 @@ function pathOf(who: Map<string, Proc | undefined>, s: Stall): string {
   if (reply === undefined) return "no reply in the stall";
   const seq = reply.a;
   const from = s.t0 - 50;
-  const at = (p: Proc | undefined, stage: string) => firstAt(p, stage, seq, from) ;
+  const at = (p: Proc | undefined, stage: string) => firstAt(p, stage, seq, from);
   return (
     `seq ${seq}: p.send ${at(primary, "send.entries")} s.recv ${at(standby, "recv.entries")} ` +
     `s.ack ${at(standby, "send.ack")} p.ack ${at(primary, "recv.ack")} ` +
@@ -169,7 +169,9 @@ function timeline(procs: Map<string, Proc | undefined>, s: Stall): string[] {
   }
   rows.sort((x, y) => x.r.atMs - y.r.atMs);
   for (const { who, r } of rows.slice(0, TIMELINE_ROWS)) {
-    merged.push(`    +${(r.atMs - s.t0).toFixed(2).padStart(8)} ${who.padEnd(8)} ${r.stage} ${r.a} ${r.b}`);
+    merged.push(
+      `    +${(r.atMs - s.t0).toFixed(2).padStart(8)} ${who.padEnd(8)} ${r.stage} ${r.a} ${r.b}`,
+    );
   }
   if (rows.length > TIMELINE_ROWS) merged.push(`    … ${rows.length - TIMELINE_ROWS} more rows`);
   return merged;
@@ -193,8 +195,7 @@ function main(): void {
     const t1 = ends[i]?.atMs ?? Number.POSITIVE_INFINITY;
     const setup = SETUPS[start.b] ?? String(start.b);
     const primary = busiest(nodes, "g.recv", t0, t1);
-    const standby =
-      setup === "standalone" ? undefined : busiest(nodes, "recv.entries", t0, t1);
+    const standby = setup === "standalone" ? undefined : busiest(nodes, "recv.entries", t0, t1);
     const trips = within(bench, t0, t1)
       .filter((r) => r.stage === "g.reply")
       .map((r) => r.b);

@@ -85,7 +85,10 @@ function modelSetup(config: Config, fallbackReason?: string): DeviceSetup {
 
 export async function setUpDevice(config: Config, deps: DeviceSetupDeps): Promise<DeviceSetup> {
   if (config.device.backend === "model") return modelSetup(config);
-  const options: WebGpuExecutorOptions = { dawnFlags: config.device.webgpu.dawnFlags };
+  const options: WebGpuExecutorOptions = {
+    dawnFlags: config.device.webgpu.dawnFlags,
+    eventIntervalUs: config.device.webgpu.eventIntervalUs,
+  };
   const specifier = config.testing.webgpuModule ?? WEBGPU_PACKAGE;
   let gpu: WebGpuModule;
   let first: Awaited<ReturnType<WebGpuModule["createWebGpuExecutor"]>>;
