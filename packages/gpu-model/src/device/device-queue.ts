@@ -2,13 +2,21 @@
 // executor in order, routes each result to its callback and follows completion, implementing
 // DeviceProgress (progress.ts) over it. Work is tagged with the seq named by beginSeq, so
 // doneSeq can say which log entries' work is complete.
-import { seqTraceOn, traceSeq } from "@vgpu-ha/common";
 import Denque from "denque";
 import type { DeviceExecutor, ExecutorSink } from "./executor.js";
 import type { DeviceOp, OpResult } from "./ops.js";
 import type { DeviceFailure, DeviceProgress } from "./progress.js";
 
 type ResultCallback = (result: OpResult) => void;
+
+/** Told each seq's first submit and each completion (common's seq trace; unset: nothing). */
+type DeviceTrace = (stage: "dev.submit" | "dev.done", seq: number, outstanding: number) => void;
+let trace: DeviceTrace | undefined;
+
+/** Traces every device queue of this process (BENCH_SEQ_TRACE: the daemon sets it). */
+export function traceDeviceQueues(t: DeviceTrace | undefined): void {
+  trace = t;
+}
 
 export class DeviceQueue implements DeviceProgress, ExecutorSink {
   readonly executor: DeviceExecutor;
@@ -44,7 +52,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
       const lastRun = this.seqRuns.peekBack();
       if (lastRun === undefined || lastRun[1] !== this.seq) {
         this.seqRuns.push([index, this.seq]);
-        if (seqTraceOn) traceSeq("dev.submit", this.seq);
+        trace?.("dev.submit", this.seq, this.outstanding);
       }
     }
     if (onResult !== undefined) this.callbacks.set(index, onResult);
@@ -102,7 +110,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   }
 
   progressed(): void {
-    if (seqTraceOn) traceSeq("dev.done", this.doneSeq(this.seq), this.outstanding);
+    trace?.("dev.done", this.doneSeq(this.seq), this.outstanding);
     if (this.completed === this.submitted) {
       while (!this.seqRuns.isEmpty()) this.seqRuns.pop();
     }
