@@ -214,10 +214,16 @@ function main(): void {
       const rows = within(p, t0, t1);
       const gcs = rows.filter((r) => r.stage === "gc");
       const loops = rows.filter((r) => r.stage === "loop").map((r) => r.a);
+      const polls = rows.filter((r) => r.stage === "dawn.polls");
+      const pollRate =
+        polls.length > 1
+          ? ((polls.at(-1)!.a - polls[0]!.a) / (polls.at(-1)!.atMs - polls[0]!.atMs)) * 1000
+          : 0;
       console.log(
         `  ${name} (pid ${p.pid}): ${gcs.length} GCs, ${gcs.reduce((n, r) => n + r.b, 0).toFixed(1)} ms ` +
           `(max ${Math.max(0, ...gcs.map((r) => r.b)).toFixed(1)}; kinds ${[...new Set(gcs.map((r) => r.a))].join("/")}); ` +
-          `loop stalls ≥3 ms: ${loops.length}, max ${Math.max(0, ...loops).toFixed(1)} ms`,
+          `loop stalls ≥3 ms: ${loops.length}, max ${Math.max(0, ...loops).toFixed(1)} ms; ` +
+          `Dawn polls ${pollRate.toFixed(0)}/s`,
       );
     }
     const stalls = stallsOf(bench, t0, t1, stallMs);
