@@ -13,9 +13,13 @@
 // VGPUHA_TEST_GPUS=2 puts each pair's nodes on two GPUs (packages/daemon/src/process/gpu-placement.ts);
 // BENCH_GPU_FAILOVER_ROUNDS (5). BENCH_GPU_GEMM_ONLY=1 runs the gemm2048 phase alone and writes
 // no JSON (a diagnosis: it prints each round's rate and launch round trips), with
-// BENCH_GPU_PIPELINE (launches in flight, 4) and BENCH_GPU_MODES (the pairs, "async,sync");
-// with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. The CUDA figures are the feasibility probe's on the same GPU
-// model (docs/gpu.md), not measured by this run.
+// BENCH_GPU_PIPELINE (launches in flight, 4), BENCH_GPU_MODES (the pairs, "async,sync") and
+// BENCH_GPU_MEASURE_MS (each round's measured time, 2000);
+// with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. With
+// BENCH_SEQ_TRACE=DIR every process traces each launch's path (g.send / g.reply here, the
+// nodes' stages in packages/common/src/seq-trace.ts); bench/seq-trace.ts says where each stall
+// sat (bench/gpu-host-run.sh TRACE=1). The CUDA figures are the feasibility probe's on the same
+// GPU model (docs/gpu.md), not measured by this run.
 import { performance } from "node:perf_hooks";
 import { buf, f32, u32 } from "@vgpu-ha/client";
 import { type KernelArg, traceSeq } from "@vgpu-ha/common";
@@ -40,7 +44,7 @@ const MODES = (process.env.BENCH_GPU_MODES ?? "async,sync")
   .split(",")
   .filter((m): m is "async" | "sync" => m === "async" || m === "sync");
 const ROUNDS = roundsFromEnv(2);
-const DURATIONS = { warmupMs: WARM_MS, measureMs: 2000 };
+const DURATIONS = { warmupMs: WARM_MS, measureMs: envInt("BENCH_GPU_MEASURE_MS", 2000) };
 const LATENCY_MS = 2000;
 const FAILOVER_ROUNDS = envInt("BENCH_GPU_FAILOVER_ROUNDS", 5);
 /** A webgpu node of the benchmark: gemm 2048³ is 2^33 work units, above the CPU default. */
@@ -195,7 +199,8 @@ async function warm(run: () => Promise<unknown>, ms = WARM_MS): Promise<void> {
 }
 
 async function measureIsolated(gpu: GpuModule) {
-  const { executor, adapter } = await gpu.createWebGpuExecutor({});
+  // Dawn's own polling (every loop turn): the kernels' best case, as in earlier runs.
+  const { executor, adapter } = await gpu.createWebGpuExecutor({ eventIntervalUs: 0 });
   const ops = new gpu.ExecutorDriver(executor);
   const perKernelMs: Record<string, number> = {};
   try {
@@ -510,8 +515,9 @@ export async function runGpu(): Promise<void> {
     metrics,
     notes: [
       `adapter: ${JSON.stringify(isolated.adapter)}`,
+      `nodes' device.webgpu.eventIntervalUs: ${process.env.VGPU_DEVICE__WEBGPU__EVENT_INTERVAL_US ?? "the default (200)"}`,
       `GPUs used by the pairs: ${process.env.VGPUHA_TEST_GPUS ?? "1"} (VGPUHA_TEST_GPUS; 1 = both nodes of a pair on one GPU)`,
-      `isolated: wall ms per launch over ${BATCH} launches submitted together, median of ${REPS}, after ${WARM_MS} ms of gemm to warm the clock; includes Dawn's per-dispatch encoding, not GPU timestamps`,
+      `isolated: wall ms per launch over ${BATCH} launches submitted together, median of ${REPS}, after ${WARM_MS} ms of gemm to warm the clock; includes Dawn's per-dispatch encoding, not GPU timestamps; Dawn polled every loop turn (eventIntervalUs 0); the nodes run the default (device.webgpu.eventIntervalUs)`,
       `vgpud: ${PIPELINE} launches in flight from one guest session, ${DURATIONS.warmupMs} ms warm-up + ${DURATIONS.measureMs} ms; gemm2048 set-ups in ${ROUNDS} rotating rounds; ratios are medians of per-round ratios`,
       "small call: increment_u32 of one word, one at a time, after a warm-up; µs per round trip from the guest library; small_call_model_standalone_* is a CPU-model node (device.thread worker) on the same host, for reference",
       `failover: bench/failover.ts rounds (kill, pause, switchover) on a webgpu → webgpu sync pair, ${failover.kill.length} rounds`,

@@ -30,14 +30,15 @@ export interface CreateWebGpuOptions {
   /** Skip the golden vectors (tests of the executor itself; never a node). */
   readonly skipGolden?: boolean;
   /**
-   * The least time between two of Dawn's event polls while GPU work is pending, in µs
-   * (dawn-pacing.ts; default DAWN_EVENT_INTERVAL_US); 0: every event-loop turn, as Dawn does.
+   * The longest interval between two of Dawn's event polls while GPU work is pending, in µs
+   * (dawn-pacing.ts: a wait's polls start 10 µs apart and double up to it; default
+   * DAWN_EVENT_INTERVAL_US); 0: every event-loop turn, as Dawn does.
    */
   readonly eventIntervalUs?: number;
 }
 
 /** The default of CreateWebGpuOptions.eventIntervalUs (device.webgpu.eventIntervalUs). */
-export const DAWN_EVENT_INTERVAL_US = 50;
+export const DAWN_EVENT_INTERVAL_US = 200;
 
 export interface WebGpuBackend {
   readonly executor: WebGpuExecutor;

@@ -1,22 +1,23 @@
-// Proves the Dawn event pacer runs every callback it is given, in order, at most once per
-// interval, and that only a native module's lone callback is taken from setImmediate — with a
-// fake clock and a hand-turned scheduler (no Dawn).
+// Proves the Dawn event pacer runs every callback it is given, in order, spaced by intervals
+// that start short and double up to the longest, and that only a native module's lone
+// callback is taken from setImmediate — with a fake clock and a hand-turned scheduler.
 import { describe, expect, it } from "vitest";
 import { EventPacer, isNativeCallback } from "./dawn-pacing.js";
 
 /** A pacer on a fake clock; `turn()` runs what was scheduled, as one event-loop turn. */
-function rig(intervalMs: number) {
-  let nowMs = 0;
+function rig(maxMs: number) {
+  const clock = { ms: 0 };
   let scheduled: (() => void)[] = [];
   const pacer = new EventPacer(
-    intervalMs,
-    () => nowMs,
+    maxMs,
+    () => clock.ms,
     (run) => scheduled.push(run),
   );
   return {
     pacer,
+    clock,
     advance(ms: number) {
-      nowMs += ms;
+      clock.ms += ms;
     },
     turn() {
       const due = scheduled;
@@ -27,9 +28,28 @@ function rig(intervalMs: number) {
   };
 }
 
+/** Keeps a chain going: each run offers the next poll, as Dawn's runner does. */
+function chain(r: ReturnType<typeof rig>, runsAt: number[], clock: { ms: number }, polls: number) {
+  const poll = () => {
+    runsAt.push(clock.ms);
+    if (runsAt.length < polls) r.pacer.offer(poll);
+  };
+  r.pacer.offer(poll);
+}
+
+/** The gaps between runs (µs) are the expected ones, give or take one 5 µs turn. */
+function expectGaps(runsAt: readonly number[], expectedUs: readonly number[]) {
+  const gaps = runsAt.slice(1).map((t, i) => (t - runsAt[i]!) * 1000);
+  expect(gaps).toHaveLength(expectedUs.length);
+  for (const [i, gap] of gaps.entries()) {
+    expect(gap).toBeGreaterThan(expectedUs[i]! - 1e-6);
+    expect(gap).toBeLessThan(expectedUs[i]! + 5 + 1e-6);
+  }
+}
+
 describe("EventPacer", () => {
-  it("runs a callback at the next turn when none ran within the interval", () => {
-    const r = rig(0.05);
+  it("runs the first poll of a chain at the next turn", () => {
+    const r = rig(0.2);
     const ran: string[] = [];
     r.pacer.offer(() => ran.push("a"));
     expect(ran).toEqual([]);
@@ -37,20 +57,34 @@ describe("EventPacer", () => {
     expect(ran).toEqual(["a"]);
   });
 
-  it("holds a callback offered within the interval until the interval has passed", () => {
-    const r = rig(0.05);
-    const ran: number[] = [];
-    r.pacer.offer(() => ran.push(1));
-    r.turn();
-    r.pacer.offer(() => ran.push(2));
-    r.advance(0.02);
-    r.turn();
-    r.advance(0.02);
-    r.turn();
-    expect(ran).toEqual([1]); // 0.04 ms since the last run: still waiting
-    r.advance(0.02);
-    r.turn();
-    expect(ran).toEqual([1, 2]);
+  it("spaces a chain's polls from 10 µs, doubling up to the longest interval", () => {
+    const r = rig(0.2);
+    const runsAt: number[] = [];
+    chain(r, runsAt, r.clock, 8);
+    // Turns every 5 µs for 1 ms.
+    for (let i = 0; i < 200; i++) {
+      r.turn();
+      r.advance(0.005);
+    }
+    expectGaps(runsAt, [10, 20, 40, 80, 160, 200, 200]);
+  });
+
+  it("starts a new chain at the short interval once the last one ended", () => {
+    const r = rig(0.2);
+    const first: number[] = [];
+    chain(r, first, r.clock, 6);
+    for (let i = 0; i < 200; i++) {
+      r.turn();
+      r.advance(0.005);
+    }
+    expect(first).toHaveLength(6);
+    const second: number[] = [];
+    chain(r, second, r.clock, 3);
+    for (let i = 0; i < 20; i++) {
+      r.turn();
+      r.advance(0.005);
+    }
+    expectGaps(second, [10, 20]);
   });
 
   it("runs every callback queued meanwhile, in order, and one offered while running later", () => {
@@ -63,25 +97,23 @@ describe("EventPacer", () => {
     r.pacer.offer(() => ran.push("b"));
     r.turn();
     expect(ran).toEqual(["a", "b"]);
-    r.advance(0.05);
+    r.turn();
+    expect(ran).toEqual(["a", "b"]); // 10 µs not yet passed
+    r.advance(0.01);
     r.turn();
     expect(ran).toEqual(["a", "b", "c"]);
   });
 
-  it("with interval 0 runs each turn's callbacks at that turn", () => {
+  it("with a longest interval of 0 runs each turn's callbacks at that turn", () => {
     const r = rig(0);
-    let runs = 0;
-    const poll = () => {
-      runs++;
-      if (runs < 5) r.pacer.offer(poll);
-    };
-    r.pacer.offer(poll);
+    const runsAt: number[] = [];
+    chain(r, runsAt, r.clock, 5);
     for (let i = 0; i < 5; i++) r.turn();
-    expect(runs).toBe(5);
+    expect(runsAt).toHaveLength(5);
     expect(r.pacer.taken).toBe(5);
   });
 
-  it("keeps the callbacks after one that throws for the next turn", () => {
+  it("keeps the callbacks after one that throws for the next run", () => {
     const r = rig(0.05);
     const ran: string[] = [];
     r.pacer.offer(() => {

@@ -9,41 +9,71 @@
 // turned — the stalls of a sync pair, where either node's pause holds the launch.
 //
 // Dawn looks `setImmediate` up on the global object at every turn, so a wrapper put there sees
-// each callback it queues (a native function passed alone). The wrapper runs those at most once
-// per `intervalUs`; between runs a single reused JavaScript callback waits its turn instead,
-// which makes no native function. Every callback Dawn queued still runs, in order (its runner
-// queues no other turn until its callback has run: dropping one would stop its polling).
+// each callback it queues (a native function passed alone). The wrapper runs those at paced
+// intervals — short at first, so a small call is noticed as soon as before, then doubling up to
+// device.webgpu.eventIntervalUs while the wait goes on; between runs a single reused JavaScript
+// callback waits its turn instead, which makes no native function. Every callback Dawn queued
+// still runs, in order (its runner queues no other poll until its callback has run: dropping
+// one would stop its polling for good).
 import { seqTraceOn, traceSeq } from "@vgpu-ha/common";
 
 /** Dawn's event polls traced (BENCH_SEQ_TRACE) once per this many, as `dawn.polls`. */
 const TRACE_POLLS_EVERY = 10_000;
+/** The first interval of a chain of polls (a small call is noticed within a few of these). */
+export const FIRST_INTERVAL_US = 10;
 
 type Callback = () => void;
 
 /**
- * Runs the callbacks it is given at most once per interval, all those queued since the last
- * run, in order. The clock (ms) and the scheduler (setImmediate's own) are injected.
+ * Runs the callbacks it is given, all those queued since its last run, in order, no sooner than
+ * an interval after that run. A chain of polls (begun by a callback offered while none is
+ * queued or running: Dawn had nothing pending before) runs its first at the next turn, then
+ * after FIRST_INTERVAL_US, doubling at each run up to `maxMs`: a short wait is noticed at once,
+ * a long one (a gemm-bound node, whose chain never ends) is polled every `maxMs`. The clock
+ * (ms) and the scheduler (setImmediate's own) are injected.
  */
 export class EventPacer {
-  intervalMs: number;
+  private firstMs: number;
+  private maxMs: number;
   private readonly now: () => number;
   private readonly schedule: (run: Callback) => void;
   private queued: Callback[] = [];
   private scheduled = false;
+  private running = false;
+  /** The wait before the next run, and the one after it. */
+  private waitMs = 0;
+  private nextWaitMs: number;
   private lastRunMs = Number.NEGATIVE_INFINITY;
-  /** Callbacks taken so far. */
+  /** Callbacks taken so far, and chains of polls begun. */
   taken = 0;
+  chains = 0;
 
-  constructor(intervalMs: number, now: () => number, schedule: (run: Callback) => void) {
-    this.intervalMs = intervalMs;
+  constructor(maxMs: number, now: () => number, schedule: (run: Callback) => void) {
+    this.maxMs = maxMs;
+    this.firstMs = Math.min(maxMs, FIRST_INTERVAL_US / 1000);
+    this.nextWaitMs = this.firstMs;
     this.now = now;
     this.schedule = schedule;
   }
 
-  /** Queues `callback` to run at the next paced turn. */
+  /** Changes the longest interval (paceDawnEvents called again). */
+  setMaxMs(maxMs: number): void {
+    this.maxMs = maxMs;
+    this.firstMs = Math.min(maxMs, FIRST_INTERVAL_US / 1000);
+    this.waitMs = Math.min(this.waitMs, maxMs);
+    this.nextWaitMs = Math.min(this.nextWaitMs, maxMs);
+  }
+
+  /** Queues `callback` for the next paced run. */
   offer(callback: Callback): void {
     this.taken++;
     if (seqTraceOn && this.taken % TRACE_POLLS_EVERY === 0) traceSeq("dawn.polls", this.taken);
+    if (!this.running && !this.scheduled && this.queued.length === 0) {
+      // A new chain: its first poll at the next turn, then FIRST_INTERVAL_US, doubling.
+      this.waitMs = 0;
+      this.nextWaitMs = this.firstMs;
+      this.chains++;
+    }
     this.queued.push(callback);
     if (!this.scheduled) {
       this.scheduled = true;
@@ -55,26 +85,30 @@ export class EventPacer {
     this.scheduled = false;
     if (this.queued.length === 0) return;
     const now = this.now();
-    if (now - this.lastRunMs < this.intervalMs) {
+    if (now - this.lastRunMs < this.waitMs) {
       this.scheduled = true;
       this.schedule(this.run);
       return;
     }
     this.lastRunMs = now;
+    this.waitMs = this.nextWaitMs;
+    this.nextWaitMs = Math.min(this.maxMs, this.nextWaitMs * 2);
     const due = this.queued;
     this.queued = [];
-    for (let i = 0; i < due.length; i++) {
-      try {
-        due[i]!();
-      } catch (e) {
-        // What did not run yet goes first at the next turn; the error is setImmediate's to tell.
-        this.queued = [...due.slice(i + 1), ...this.queued];
-        if (!this.scheduled && this.queued.length > 0) {
-          this.scheduled = true;
-          this.schedule(this.run);
-        }
-        throw e;
+    this.running = true;
+    let i = 0;
+    try {
+      for (; i < due.length; i++) due[i]!();
+    } catch (e) {
+      // What did not run yet goes first at the next run; the error is setImmediate's to tell.
+      this.queued = [...due.slice(i + 1), ...this.queued];
+      if (!this.scheduled && this.queued.length > 0) {
+        this.scheduled = true;
+        this.schedule(this.run);
       }
+      throw e;
+    } finally {
+      this.running = false;
     }
   };
 }
@@ -92,20 +126,26 @@ export function isNativeCallback(callback: unknown, extraArgs: number): boolean 
 
 let pacer: EventPacer | undefined;
 
+/** Dawn's polls and chains of polls in this process so far (undefined: not paced). */
+export function dawnPollStats(): { polls: number; chains: number } | undefined {
+  return pacer && { polls: pacer.taken, chains: pacer.chains };
+}
+
 /**
- * Paces Dawn's event polls in this process to at most one per `intervalUs` (0: each turn, as
- * Dawn does). Installed once, on the global setImmediate; a later call changes the interval.
+ * Paces Dawn's event polls in this process: within a chain of polls, intervals from
+ * FIRST_INTERVAL_US doubling up to `maxIntervalUs` (0: every turn, as Dawn does). Installed
+ * once, on the global setImmediate; a later call changes the longest interval.
  */
-export function paceDawnEvents(intervalUs: number): void {
+export function paceDawnEvents(maxIntervalUs: number): void {
   if (pacer !== undefined) {
-    pacer.intervalMs = intervalUs / 1000;
+    pacer.setMaxMs(maxIntervalUs / 1000);
     return;
   }
   const original = globalThis.setImmediate as (callback: Callback, ...args: unknown[]) => unknown;
   const schedule = (run: Callback) => {
     original(run);
   };
-  const installed = new EventPacer(intervalUs / 1000, () => performance.now(), schedule);
+  const installed = new EventPacer(maxIntervalUs / 1000, () => performance.now(), schedule);
   pacer = installed;
   const paced = function setImmediate(callback: Callback, ...args: unknown[]) {
     if (isNativeCallback(callback, args.length)) {

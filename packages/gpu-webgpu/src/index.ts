@@ -7,7 +7,7 @@ export {
   WEBGPU_PACKAGE_VERSION,
   type WebGpuBackend,
 } from "./create.js";
-export { EventPacer, isNativeCallback, paceDawnEvents } from "./dawn-pacing.js";
+export { dawnPollStats, EventPacer, isNativeCallback, paceDawnEvents } from "./dawn-pacing.js";
 export { ExecutorDriver } from "./driver.js";
 export { LAUNCH_KERNELS } from "./encode-launch.js";
 export { WebGpuExecutor, type WebGpuExecutorOptions } from "./executor.js";

@@ -21,7 +21,7 @@ export interface AdapterIdentity {
 export interface WebGpuExecutorOptions {
   /** Dawn flags for its create(), e.g. backend=vulkan (device.webgpu.dawnFlags). */
   readonly dawnFlags: readonly string[];
-  /** The least µs between Dawn's event polls (device.webgpu.eventIntervalUs). */
+  /** The longest µs between Dawn's event polls (device.webgpu.eventIntervalUs). */
   readonly eventIntervalUs?: number;
 }
 
