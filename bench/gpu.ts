@@ -14,7 +14,8 @@
 // BENCH_GPU_FAILOVER_ROUNDS (5). BENCH_GPU_GEMM_ONLY=1 runs the gemm2048 phase alone and writes
 // no JSON (a diagnosis: it prints each round's rate and launch round trips), with
 // BENCH_GPU_PIPELINE (launches in flight, 4), BENCH_GPU_MODES (the pairs, "async,sync") and
-// BENCH_GPU_MEASURE_MS (each round's measured time, 2000);
+// BENCH_GPU_MEASURE_MS (each round's measured time, 2000); BENCH_GPU_SMALL_ONLY=1 runs the
+// small-call phase alone (standalone and sync, BENCH_ROUNDS rounds, printed);
 // with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. With
 // BENCH_SEQ_TRACE=DIR every process traces each launch's path (g.send / g.reply here, the
 // nodes' stages in packages/common/src/seq-trace.ts); bench/seq-trace.ts says where each stall
@@ -335,7 +336,35 @@ async function gemmOnly(): Promise<void> {
   }
 }
 
-/** One small launch at a time (increment_u32 of one word): µs per round trip. */
+/**
+ * The small-call phase alone (BENCH_GPU_SMALL_ONLY): a standalone node and a sync pair, each in
+ * BENCH_ROUNDS rounds (round rows traced as the gemm phase's), p50/p99 printed, no JSON.
+ */
+async function smallOnly(): Promise<void> {
+  const clusters = new Map<string, Cluster>();
+  try {
+    clusters.set(
+      "standalone",
+      await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
+    );
+    clusters.set(
+      "sync",
+      await startPair({ label: "gpu-sync", mode: "sync", device: DEVICE, spawn: placedPair() }),
+    );
+    await inRounds(clusters, ROUNDS, async (name, cluster, round) => {
+      traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
+      const r = await smallCall(cluster);
+      traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
+      console.log(
+        `    small call ${name} round ${round + 1}: p50 ${r.p50.toFixed(0)} µs p99 ${r.p99.toFixed(0)} µs (${r.calls} calls)`,
+      );
+    });
+  } finally {
+    for (const c of clusters.values()) await c.stop();
+  }
+}
+
+/** One small launch at a time (increment_u32 of one word): µs per round trip (traced as gemm's). */
 function smallCall(cluster: Cluster) {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const { session, context } = c!;
@@ -345,9 +374,13 @@ function smallCall(cluster: Cluster) {
     const samples: number[] = [];
     const end = performance.now() + LATENCY_MS;
     while (performance.now() < end) {
+      const n = ++launchesTraced;
+      traceSeq("g.send", n);
       const t = performance.now();
       await session.launch(context, "increment_u32", args);
-      samples.push((performance.now() - t) * 1000);
+      const ms = performance.now() - t;
+      traceSeq("g.reply", n, ms);
+      samples.push(ms * 1000);
     }
     return { p50: percentile(samples, 50), p99: percentile(samples, 99), calls: samples.length };
   });
@@ -369,6 +402,7 @@ export async function runGpu(): Promise<void> {
     process.env.VGPU_TESTING__WEBGPU_MODULE = MODULE; // the nodes' config (VGPU_* overrides)
   }
   if (process.env.BENCH_GPU_GEMM_ONLY === "1") return gemmOnly();
+  if (process.env.BENCH_GPU_SMALL_ONLY === "1") return smallOnly();
   console.log("  isolated kernels (no vgpud)");
   const isolated = await measureIsolated(gpu);
 

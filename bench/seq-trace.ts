@@ -132,6 +132,66 @@ function pathOf(who: Map<string, Proc | undefined>, s: Stall): string {
   );
 }
 
+/** Stages of a launch's path, in the order they should come (node, stage). */
+const PATH: readonly (readonly [string, string])[] = [
+  ["primary", "g.recv"],
+  ["primary", "dev.submit"],
+  ["primary", "send.entries"],
+  ["standby", "recv.entries"],
+  ["standby", "send.ack"],
+  ["primary", "recv.ack"],
+  ["primary", "gpu.done"],
+  ["primary", "p.reply"],
+];
+
+/** A stage found only after another's hit (the ack of this launch's entries). */
+const AFTER: Readonly<Record<string, string>> = {
+  "standby send.ack": "standby recv.entries",
+  "primary recv.ack": "standby send.ack",
+};
+
+/**
+ * For each launch of the round, when each stage of PATH first came after its send (and before
+ * its reply), in µs; the medians and p99s over the launches. Exact for one launch in flight (a
+ * small call); with several, a stage may belong to a neighbour.
+ */
+function pathMedians(who: Map<string, Proc | undefined>, bench: Proc, t0: number, t1: number) {
+  const sent = new Map<number, number>();
+  const by = new Map<string, number[]>();
+  const rows = new Map<string, Row[]>();
+  for (const [node, stage] of PATH) {
+    const p = who.get(node);
+    if (p !== undefined)
+      rows.set(
+        `${node} ${stage}`,
+        within(p, t0, t1).filter((r) => r.stage === stage),
+      );
+  }
+  for (const r of within(bench, t0, t1)) {
+    if (r.stage === "g.send") sent.set(r.a, r.atMs);
+    if (r.stage !== "g.reply") continue;
+    const from = sent.get(r.a);
+    if (from === undefined) continue;
+    const at = new Map<string, number>();
+    for (const [key, list] of rows) {
+      // An ack answers this launch's entries: it comes after them, not before.
+      const after = at.get(AFTER[key] ?? "") ?? from;
+      const hit = list.find((x) => x.atMs >= after && x.atMs <= r.atMs);
+      if (hit === undefined) continue;
+      at.set(key, hit.atMs);
+      const v = by.get(key) ?? [];
+      v.push((hit.atMs - from) * 1000);
+      by.set(key, v);
+    }
+    const v = by.get("guest g.reply") ?? [];
+    v.push((r.atMs - from) * 1000);
+    by.set("guest g.reply", v);
+  }
+  return [...by.entries()].map(
+    ([key, v]) => `${key} ${quantile(v, 0.5).toFixed(0)}/${quantile(v, 0.99).toFixed(0)}`,
+  );
+}
+
 interface Stall {
   readonly t0: number;
   readonly t1: number;
@@ -226,6 +286,9 @@ function main(): void {
           `Dawn polls ${pollRate.toFixed(0)}/s`,
       );
     }
+    console.log(
+      `  path, µs from the send (p50/p99): ${pathMedians(who, bench, t0, t1).join(", ")}`,
+    );
     const stalls = stallsOf(bench, t0, t1, stallMs);
     console.log(`  stalls (launches over ${stallMs} ms): ${stalls.length}`);
     for (const s of stalls) {
