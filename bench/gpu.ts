@@ -292,20 +292,28 @@ function gemmRate(cluster: Cluster, durations = DURATIONS) {
   });
 }
 
+/** Starts a standalone node and a webgpu → webgpu pair per mode into `clusters`, placed. */
+async function startSetups(
+  clusters: Map<string, Cluster>,
+  modes: readonly ("async" | "sync")[],
+): Promise<void> {
+  clusters.set(
+    "standalone",
+    await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
+  );
+  for (const mode of modes) {
+    clusters.set(
+      mode,
+      await startPair({ label: `gpu-${mode}`, mode, device: DEVICE, spawn: placedPair() }),
+    );
+  }
+}
+
 /** The gemm2048 phase alone (BENCH_GPU_GEMM_ONLY): rates and round trips printed, no JSON. */
 async function gemmOnly(): Promise<void> {
   const clusters = new Map<string, Cluster>();
   try {
-    clusters.set(
-      "standalone",
-      await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
-    );
-    for (const mode of MODES) {
-      clusters.set(
-        mode,
-        await startPair({ label: `gpu-${mode}`, mode, device: DEVICE, spawn: placedPair() }),
-      );
-    }
+    await startSetups(clusters, MODES);
     console.log(`  gemm 2048 only: ${PIPELINE} in flight, ${[...clusters.keys()].join(", ")}`);
     const byName = await inRounds(
       clusters,
@@ -343,14 +351,7 @@ async function gemmOnly(): Promise<void> {
 async function smallOnly(): Promise<void> {
   const clusters = new Map<string, Cluster>();
   try {
-    clusters.set(
-      "standalone",
-      await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
-    );
-    clusters.set(
-      "sync",
-      await startPair({ label: "gpu-sync", mode: "sync", device: DEVICE, spawn: placedPair() }),
-    );
+    await startSetups(clusters, ["sync"]);
     await inRounds(clusters, ROUNDS, async (name, cluster, round) => {
       traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
       const r = await smallCall(cluster);

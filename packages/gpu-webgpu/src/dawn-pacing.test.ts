@@ -37,6 +37,14 @@ function chain(r: ReturnType<typeof rig>, runsAt: number[], clock: { ms: number 
   r.pacer.offer(poll);
 }
 
+/** `n` event-loop turns, 5 µs apart. */
+function turns(r: ReturnType<typeof rig>, n: number) {
+  for (let i = 0; i < n; i++) {
+    r.turn();
+    r.advance(0.005);
+  }
+}
+
 /** The gaps between runs (µs) are the expected ones, give or take one 5 µs turn. */
 function expectGaps(runsAt: readonly number[], expectedUs: readonly number[]) {
   const gaps = runsAt.slice(1).map((t, i) => (t - runsAt[i]!) * 1000);
@@ -62,10 +70,7 @@ describe("EventPacer", () => {
     const runsAt: number[] = [];
     chain(r, runsAt, r.clock, 8);
     // Turns every 5 µs for 1 ms.
-    for (let i = 0; i < 200; i++) {
-      r.turn();
-      r.advance(0.005);
-    }
+    turns(r, 200);
     expectGaps(runsAt, [10, 20, 40, 80, 160, 200, 200]);
   });
 
@@ -73,17 +78,11 @@ describe("EventPacer", () => {
     const r = rig(0.2);
     const first: number[] = [];
     chain(r, first, r.clock, 6);
-    for (let i = 0; i < 200; i++) {
-      r.turn();
-      r.advance(0.005);
-    }
+    turns(r, 200);
     expect(first).toHaveLength(6);
     const second: number[] = [];
     chain(r, second, r.clock, 3);
-    for (let i = 0; i < 20; i++) {
-      r.turn();
-      r.advance(0.005);
-    }
+    turns(r, 20);
     expectGaps(second, [10, 20]);
   });
 
