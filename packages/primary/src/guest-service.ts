@@ -18,8 +18,10 @@ import {
   grpcGuestLink,
   nodeTimers,
   type ServiceHandlers,
+  seqTraceOn,
   type TimerHandle,
   type Timers,
+  traceSeq,
   type wire,
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
@@ -144,6 +146,7 @@ export class GuestService implements GuestPort<GuestLink> {
 
   /** Stops (or resumes) reading guest streams: back-pressure while the standby lags. */
   setPaused(paused: boolean): void {
+    if (seqTraceOn) traceSeq("p.paused", paused ? 1 : 0);
     this.sessions.setPaused(paused);
     this.perform();
   }
@@ -196,6 +199,7 @@ export class GuestService implements GuestPort<GuestLink> {
    */
   private receive(link: GuestLink, message: wire.GuestMessage): void {
     if (!this.sessions.has(link)) return;
+    if (seqTraceOn) traceSeq("g.recv");
     this.firstMessage?.remove(link);
     this.sessions.receive(link, message);
     this.schedule(link);
@@ -305,6 +309,7 @@ export class GuestService implements GuestPort<GuestLink> {
         }
         const message = encodeReply(a.reply);
         a.stream.send(message);
+        if (seqTraceOn) traceSeq("p.reply", a.released.at(-1)?.seq ?? 0, a.released.length);
         this.deps.onReply?.(a.stream, message, a.released);
         return;
       }
