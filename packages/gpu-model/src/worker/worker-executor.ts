@@ -14,6 +14,7 @@ import type { DeviceExecutor, ExecutorFactory, ExecutorSink } from "../device/ex
 import type { DeviceOp } from "../device/ops.js";
 import type { VramBuffer } from "../device/vram-buffer.js";
 import { INLINE_MAX_BYTES, runsInline } from "./idle-inline.js";
+import { PageToucher } from "./page-toucher.js";
 import type { Completions, OpBatch, WorkerStart } from "./protocol.js";
 
 /** Arrays from this size are moved (transferred); smaller ones are cheaper to clone. */
@@ -60,6 +61,8 @@ export class WorkerExecutor implements DeviceExecutor {
   private completed = 0;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private closed = false;
+  /** The thread touching a restored snapshot's pages ahead of its writes (prefault). */
+  private toucher: PageToucher | undefined;
   /** Resolves once the device thread has exited. */
   readonly exited: Promise<number>;
 
@@ -112,9 +115,29 @@ export class WorkerExecutor implements DeviceExecutor {
     throw new Error("the device runs on its own thread: its bytes cannot be read synchronously");
   }
 
+  /**
+   * A thread touches the buffers' pages (page-toucher.ts) while their writes come: the device
+   * thread then writes into memory already mapped. The buffers are in the mirror already (an
+   * alloc is executed here at submit). Called once per snapshot restore; a later call stops the
+   * earlier toucher.
+   */
+  prefault(ids: readonly number[]): void {
+    if (this.closed) return;
+    this.toucher?.stop();
+    this.toucher = new PageToucher(
+      ids.map((id) => this.mirror.buffer(id).bytes.buffer as SharedArrayBuffer),
+    );
+  }
+
+  /** The toucher's pages touched once it ended; undefined if none was started (tests). */
+  get prefaulted(): Promise<number> | undefined {
+    return this.toucher?.done;
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.toucher?.stop();
     this.stopWatchdog();
     void this.worker.terminate();
   }
