@@ -4,7 +4,8 @@
 // moved to the device thread (as a pulled chunk's are), submitted at a steady rate. Three ways,
 // alternated round by round:
 //   fresh      the buffer's pages are first touched by the device thread's writes;
-//   prefault   Device.prefault first (a toucher thread touches each page ahead of the writes);
+//   prefault   Device.prefault first (a toucher thread touches each page ahead of the writes,
+//              whatever the cores: prefaultMinCores 1);
 //   reused     the same writes a second time into the same, already mapped, buffer.
 // Figures are CPU ms per MiB and minor page faults per 4 KiB page written, from
 // /proc/self/task (10 ms ticks) and getrusage: the busiest thread other than the main one (the
@@ -115,7 +116,7 @@ async function writeAll(device: Device, id: number, mib: number): Promise<void> 
 async function round(way: Way, mib: number): Promise<Round> {
   const device = new Device(
     { seed: 1, vramBytes: 2 * mib * MiB, maxBoBytes: mib * MiB, maxKernelWork: 1 },
-    workerExecutor({ maxCallMs: 60_000 })(),
+    workerExecutor({ maxCallMs: 60_000, prefaultMinCores: 1 })(),
   );
   try {
     const bo = device.allocBo(device.createContext(), mib * MiB);
