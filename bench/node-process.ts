@@ -163,27 +163,41 @@ function rssMiB(pid: number): number {
 let ticksPerSecond: number | undefined;
 
 function cpuSeconds(pid: number): number {
-  return statCpuSeconds(`/proc/${pid}/stat`);
+  return readThreadStat(`/proc/${pid}/stat`).cpuSeconds;
 }
 
-function statCpuSeconds(file: string): number {
+/** One thread's CPU seconds (user + system) and minor page faults, from its stat file. */
+export interface ThreadStat {
+  readonly cpuSeconds: number;
+  readonly minorFaults: number;
+}
+
+function readThreadStat(file: string): ThreadStat {
   ticksPerSecond ??= clockTicks();
   const stat = readFileSync(file, "utf8");
-  // Fields after the command name: state is field 3, utime 14 and stime 15.
+  // Fields after the command name: state is field 3, minflt 10, utime 14 and stime 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+  return {
+    cpuSeconds: (Number(fields[11]) + Number(fields[12])) / ticksPerSecond,
+    minorFaults: Number(fields[7]),
+  };
 }
 
-function threadCpuSeconds(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
+/** Each live thread of process `pid` (by thread id): its CPU time and minor faults so far. */
+export function threadStats(pid: number): Map<number, ThreadStat> {
+  const out = new Map<number, ThreadStat>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      out.set(Number(tid), statCpuSeconds(`/proc/${pid}/task/${tid}/stat`));
+      out.set(Number(tid), readThreadStat(`/proc/${pid}/task/${tid}/stat`));
     } catch {
       // the thread ended between the listing and the read: it has no time left to count
     }
   }
   return out;
+}
+
+function threadCpuSeconds(pid: number): Map<number, number> {
+  return new Map([...threadStats(pid)].map(([tid, s]) => [tid, s.cpuSeconds]));
 }
 
 /** Busy CPU time of the whole machine so far, all cores (from /proc/stat). */

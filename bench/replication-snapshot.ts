@@ -129,7 +129,17 @@ function transferCpuMetrics(prefix: string, s: SnapshotCatchUp): Metric[] {
       value: c.standbyOtherMsPerMiB,
       unit: top(c.standbyTopOtherMsPerMiB),
     },
+    {
+      name: `${prefix}_standby_main_faults_per_page`,
+      value: c.standbyMainFaultsPerPage,
+      unit: "minor faults per 4 KiB page (10→90 %)",
+    },
+    {
+      name: `${prefix}_standby_other_faults_per_page`,
+      value: c.standbyOtherFaultsPerPage,
+      unit: "minor faults per 4 KiB page (10→90 %; threads alive at 90 %)",
+    },
   ];
 }
 
-export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: over the pages socket on that port, PullSnapshot with a build that has none); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion); *_cpu_ms_per_mib = CPU time of each node's main thread and of its other threads (device and lease threads, V8's and libuv's helpers; the busiest one in the unit) per MiB acknowledged between the primary's status polls at 10 % and 90 % of the bytes (the primary's include its guest's calls meanwhile); CPU time, so steadier on a shared box than the rates; with BENCH_SNAPSHOT_BEFORE=REV|DIR each size also runs on that build's nodes just before (*_before_*)`;
+export const SNAPSHOT_NOTE = `snapshot: fresh sync primary filled with non-zero buffers (fill kernel, 256 MiB each), standby started on a reserved port, knowing the primary's replication address (it pulls the pages: over the pages socket on that port, PullSnapshot with a build that has none); mb_per_s = status lastSnapshot bytes / seconds (the primary's clock, snapshot begun → last chunk acknowledged); primary_pause_ms = the longest wait of a guest issuing fences one at a time, each call clipped to [primary log "replication link up" (standby hello; the snapshot source is built on it), "snapshot completed"]; baseline = the same guest's longest call over ${SNAPSHOT_BASELINE_MS} ms before the standby started; source_build_ms = log time "replication link up" → "snapshot started" (ms resolution); catch_up_max_call_ms = the longest call answered after "snapshot completed": sync replies then wait until the standby applied the entries logged during the transfer (backlog = status lag at completion); *_cpu_ms_per_mib = CPU time of each node's main thread and of its other threads (device and lease threads, V8's and libuv's helpers; the busiest one in the unit) per MiB acknowledged between the primary's status polls at 10 % and 90 % of the bytes (the primary's include its guest's calls meanwhile); *_standby_{main,other}_faults_per_page = the standby threads' minor page faults per 4 KiB page over the same stretch (other: threads alive at both polls); CPU time, so steadier on a shared box than the rates; with BENCH_SNAPSHOT_BEFORE=REV|DIR each size also runs on that build's nodes just before (*_before_*)`;

@@ -1,4 +1,4 @@
-// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|snapshot-stages|gpu|gpu-latency|all`
+// Runs benchmarks by name: `node bench/dist/run.js gpu-model|guest|replication|failover|hot-paths|kernel-speed|device-crossing|entry-codec|snapshot-stages|snapshot-prefault|gpu|gpu-latency|all`
 // (`all` without gpu and gpu-latency, which need a GPU host).
 // Each prints a table and writes bench/results/<name>.json. The replication benchmark also
 // takes `--phase a,b` (its phases; as BENCH_PHASES) and `--before REV|DIR` (the build its
@@ -13,6 +13,7 @@ import { runGuest } from "./guest.js";
 import { runHotPaths } from "./hot-paths.js";
 import { runKernelSpeed } from "./kernel-speed.js";
 import { type ReplicationOptions, runReplication } from "./replication.js";
+import { runSnapshotPrefault } from "./snapshot-prefault.js";
 import { runSnapshotStages } from "./snapshot-stages.js";
 
 const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> = new Map([
@@ -27,6 +28,7 @@ const BENCHMARKS: ReadonlyMap<string, (o: ReplicationOptions) => Promise<void>> 
   ["gpu", runGpu],
   ["gpu-latency", runGpuLatency],
   ["snapshot-stages", runSnapshotStages],
+  ["snapshot-prefault", runSnapshotPrefault],
 ]);
 
 const USAGE = `usage: npm run bench -- <${[...BENCHMARKS.keys(), "all"].join("|")}>

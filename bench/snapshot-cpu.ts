@@ -6,19 +6,20 @@
 // per second varies too much to be taken off). CPU time, not wall-clock: it holds better on a
 // shared box than rates do, and says which thread bounds the rate.
 import { performance } from "node:perf_hooks";
-import type { NodeProcess } from "./node-process.js";
+import { type NodeProcess, type ThreadStat, threadStats } from "./node-process.js";
 
 const MiB = 2 ** 20;
 const FROM = 0.1;
 const TO = 0.9;
 
 type Threads = Map<number, number>;
+type Stats = Map<number, ThreadStat>;
 
 interface Sample {
   readonly atMs: number;
   readonly doneBytes: number;
-  readonly primary: Threads;
-  readonly standby: Threads;
+  readonly primary: Stats;
+  readonly standby: Stats;
 }
 
 export interface SnapshotCpu {
@@ -32,6 +33,13 @@ export interface SnapshotCpu {
   /** The busiest other thread of each node (the device thread while it reads or writes). */
   readonly primaryTopOtherMsPerMiB: number;
   readonly standbyTopOtherMsPerMiB: number;
+  /**
+   * The standby's minor page faults per 4 KiB page acknowledged: its main thread's, and its
+   * other threads' that lived through the stretch (a page fault per page is a write into fresh
+   * memory: the VRAM's, or a fresh receive buffer's).
+   */
+  readonly standbyMainFaultsPerPage: number;
+  readonly standbyOtherFaultsPerPage: number;
 }
 
 export class SnapshotCpuMeter {
@@ -48,8 +56,8 @@ export class SnapshotCpuMeter {
       this.samples.push({
         atMs: performance.now(),
         doneBytes,
-        primary: this.primary.threadCpuSeconds(),
-        standby: standby.threadCpuSeconds(),
+        primary: threadStats(this.primary.pid),
+        standby: threadStats(standby.pid),
       });
     } catch {
       // a thread ended while its file was read: this poll is left out
@@ -65,8 +73,12 @@ export class SnapshotCpuMeter {
     }
     const mib = (last.doneBytes - first.doneBytes) / MiB;
     const seconds = (last.atMs - first.atMs) / 1000;
-    const p = split(delta(first.primary, last.primary), this.primary.pid);
-    const s = split(delta(first.standby, last.standby), standby.pid);
+    const cpu = (m: Stats): Threads => new Map([...m].map(([tid, t]) => [tid, t.cpuSeconds]));
+    const faults = (m: Stats): Threads => new Map([...m].map(([tid, t]) => [tid, t.minorFaults]));
+    const p = split(delta(cpu(first.primary), cpu(last.primary)), this.primary.pid);
+    const s = split(delta(cpu(first.standby), cpu(last.standby)), standby.pid);
+    const f = split(delta(faults(first.standby), faults(last.standby)), standby.pid);
+    const pages = (mib * MiB) / 4096;
     const perMiB = (cpuSeconds: number) => (cpuSeconds * 1000) / mib;
     return {
       mib,
@@ -77,11 +89,13 @@ export class SnapshotCpuMeter {
       standbyOtherMsPerMiB: perMiB(s.other),
       primaryTopOtherMsPerMiB: perMiB(p.top),
       standbyTopOtherMsPerMiB: perMiB(s.top),
+      standbyMainFaultsPerPage: f.main / pages,
+      standbyOtherFaultsPerPage: f.other / pages,
     };
   }
 }
 
-/** Each thread's CPU seconds between two readings (threads of the later one). */
+/** Each thread's count (CPU seconds, faults) between two readings (threads of the later one). */
 function delta(a: Threads, b: Threads): Threads {
   return new Map([...b].map(([tid, cpu]) => [tid, cpu - (a.get(tid) ?? 0)]));
 }

@@ -222,6 +222,14 @@ export class Device {
     this.queue.submit(owned ? { k: "pages", writes, owned } : { k: "pages", writes });
   }
 
+  /**
+   * Buffers a snapshot is about to fill, in the order their pages come: the executor may touch
+   * their memory ahead of the writes (executor.ts prefault); no byte changes.
+   */
+  prefault(bos: readonly BufferObject[]): void {
+    if (bos.length > 0) this.queue.executor.prefault?.(bos.map((b) => b.id));
+  }
+
   /** Queues a flip of the bits of `mask` in byte `offset` (checked by the caller). */
   xorByte(bo: BufferObject, offset: number, mask: number): void {
     this.queue.submit({ k: "xor", id: bo.id, offset, mask });

@@ -31,6 +31,12 @@ export interface DeviceExecutor {
    * this thread has them, others throw.
    */
   peek(id: number): VramBuffer;
+  /**
+   * Buffers about to be filled (a restored snapshot's, in the order their pages come): an
+   * executor whose memory is shared may touch their pages ahead of the writes, on another
+   * thread, without changing a byte. Optional: the others leave the faults to the writes.
+   */
+  prefault?(ids: readonly number[]): void;
   /** Stops the device (a worker thread ends); submits after this are dropped. */
   close(): void;
 }

@@ -18,6 +18,7 @@ import {
   type SnapshotMeta,
   type StoreBatch,
 } from "@vgpu-ha/common/core";
+import type { BufferObject } from "../device/buffer-object.js";
 import { Device, type DeviceArg, type DeviceOptions } from "../device/device.js";
 import type { ExecutorFactory } from "../device/executor.js";
 import { type Failure, fail, inRange } from "../device/failure.js";
@@ -105,10 +106,12 @@ export class Backend {
 
   /**
    * A backend holding a snapshot's metadata: contexts and buffers (zero-filled, on this
-   * node's own device), sessions with their replies, and the counters.
+   * node's own device), sessions with their replies, and the counters. The buffers' pages are
+   * touched ahead of the snapshot's writes where the device can (Device.prefault).
    */
   static restore(options: BackendOptions, meta: SnapshotMeta): Backend | Failure {
     const backend = new Backend(options);
+    const restored: BufferObject[] = [];
     backend.nextContextHandle = meta.nextContextHandle;
     for (const s of meta.sessions) {
       const session = new SessionRecord(s.sessionId, s.tenant);
@@ -134,8 +137,10 @@ export class Backend {
         ctx.bos.set(b.handle, { context: c.handle, handle: b.handle, bo });
         used.bos++;
         used.vramBytes += bo.byteLength;
+        restored.push(bo);
       }
     }
+    backend.device.prefault(restored);
     return backend;
   }
 
