@@ -11,7 +11,8 @@ import { createServer as createNetServer, type Server, type Socket } from "node:
 import { create } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { ErrorCode, invariant, wire } from "@vgpu-ha/common";
-import type { GuardedConnection, GuestGuard } from "@vgpu-ha/primary";
+import type { GuardedConnection, GuestGuard, IncompleteMessageLimits } from "@vgpu-ha/primary";
+import { boundIncompleteMessages } from "./guest-memory.js";
 import { listenOn } from "./listen-on.js";
 import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 import type { GuestStream } from "./roles/role.js";
@@ -27,7 +28,8 @@ export type GuestRefusalReason =
   | "open_timeout"
   | "auth"
   | "wrong_cluster"
-  | "protocol_error";
+  | "protocol_error"
+  | "incomplete_bytes";
 
 export interface GuestRefusal {
   /** ip:port of the connection. */
@@ -45,6 +47,8 @@ export interface GuestListenerOptions {
   readonly nowMs: () => number;
   readonly onRefused: GuestRefusalSink;
   readonly tls?: TlsPortOptions;
+  /** Budgets of bytes held in incomplete gRPC messages (guest-memory.ts); unbounded if left out. */
+  readonly incomplete?: IncompleteMessageLimits;
 }
 
 /** A stream reset by the guest sooner than this after it opened counts as an early reset. */
@@ -67,6 +71,8 @@ export interface GuestListener {
   readonly port: number;
   /** Open HTTP/2 streams of the connection whose peer (ip:port, as grpc-js's getPeer) is given. */
   streamsOf(peer: string): number;
+  /** Bytes held in incomplete gRPC messages of guest streams now (0 without a bound). */
+  incompleteBytes(): number;
   close(): void;
 }
 
@@ -80,6 +86,10 @@ export async function listenGuest(
   const conns = new Map<string, Conn>();
   /** The connection being injected: grpc-js's http2 server makes its session synchronously. */
   let injecting: Conn | undefined;
+  // Registered after grpc-js's own handler: it sees each stream once grpc-js has taken it.
+  const incomplete = options.incomplete
+    ? boundIncompleteMessages(http2, options.incomplete, onRefused)
+    : undefined;
 
   const abuse = (c: Conn, reason: "stream_rate" | "early_reset") => {
     if (c.abused) return;
@@ -114,7 +124,9 @@ export async function listenGuest(
         // ends a session with Close and a half-close (NO_ERROR), and cancels a stream rarely;
         // grpc-js answers each stream's headers at once, so "before any answer" never holds.
         const now = nowMs();
-        const reset = (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR;
+        // A stream the node reset itself (incomplete_bytes) is not the guest's reset.
+        const reset =
+          (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR && !incomplete?.resetByNode(stream);
         const early = reset && now - openedMs < EARLY_RESET_MS;
         if (early && !c.abused && !guard.earlyReset(c.guarded, now)) abuse(c, "early_reset");
       });
@@ -187,6 +199,7 @@ export async function listenGuest(
   return {
     port,
     streamsOf: (peer) => conns.get(peer)?.openStreams ?? 0,
+    incompleteBytes: () => incomplete?.totalBytes() ?? 0,
     close: () => server.close(),
   };
 }

@@ -142,6 +142,7 @@ export class VgpuNode implements Supervisor {
       bos: () => this.role.counts().bos,
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
+      guestIncompleteBytes: () => this.guestServer?.incompleteBytes() ?? 0,
       replication: () => this.role.replicationGauges(),
       // The lease the primary serves under: the etcd lease's TTL in etcd mode.
       leaseDurationSeconds: () =>
@@ -386,6 +387,7 @@ export class VgpuNode implements Supervisor {
             guard: new GuestGuard(config.guest),
             nowMs: () => this.clock.monotonicMs(),
             onRefused: this.guestRefused,
+            incomplete: config.guest,
           },
           ...(this.tls && config.guest.tls !== "off"
             ? {
