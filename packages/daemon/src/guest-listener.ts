@@ -46,6 +46,12 @@ export interface GuestListenerOptions {
   /** Monotonic milliseconds. */
   readonly nowMs: () => number;
   readonly onRefused: GuestRefusalSink;
+  /**
+   * A connection that has opened no stream this long after it was accepted is closed
+   * (guest.openTimeoutMs): bytes that never become an HTTP/2 stream — a preface never finished,
+   * frames nghttp2 refused and a half-close after them — no longer hold it open. None if left out.
+   */
+  readonly firstStreamTimeoutMs?: number;
   readonly tls?: TlsPortOptions;
   /** Budgets of bytes held in incomplete gRPC messages (guest-memory.ts); unbounded if left out. */
   readonly incomplete?: IncompleteMessageLimits;
@@ -64,6 +70,8 @@ interface Conn {
   readonly remote: string;
   session: ServerHttp2Session | undefined;
   openStreams: number;
+  /** Whether it has carried a stream. */
+  streamed: boolean;
   abused: boolean;
 }
 
@@ -117,6 +125,7 @@ export async function listenGuest(
     });
     session.prependListener("stream", (stream) => {
       c.openStreams++;
+      c.streamed = true;
       const openedMs = nowMs();
       stream.once("close", () => {
         c.openStreams--;
@@ -158,10 +167,26 @@ export async function listenGuest(
       remote,
       session: undefined,
       openStreams: 0,
+      streamed: false,
       abused: false,
     };
     conns.set(remote, c);
+    const firstStream =
+      options.firstStreamTimeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            // Judged after the event loop has read the sockets once more: a busy loop runs
+            // timers before it reads the stream that may be waiting.
+            setImmediate(() => {
+              if (c.streamed || c.socket.destroyed) return;
+              onRefused("open_timeout", { remote, detail: "no HTTP/2 stream" });
+              c.session?.destroy();
+              c.socket.destroy();
+              socket.destroy();
+            });
+          }, options.firstStreamTimeoutMs).unref();
     socket.once("close", () => {
+      clearTimeout(firstStream);
       guard.closed(verdict);
       if (conns.get(remote) === c) conns.delete(remote);
     });

@@ -388,6 +388,7 @@ export class VgpuNode implements Supervisor {
             nowMs: () => this.clock.monotonicMs(),
             onRefused: this.guestRefused,
             incomplete: config.guest,
+            firstStreamTimeoutMs: config.guest.openTimeoutMs,
           },
           ...(this.tls && config.guest.tls !== "off"
             ? {
