@@ -6,6 +6,7 @@ import { ExitCode } from "@vgpu-ha/client/exit-codes";
 import { crossedPair } from "./attacks/crossed-pair.js";
 import { garbage } from "./attacks/garbage.js";
 import { hostileTenant } from "./attacks/hostile-tenant.js";
+import { incompleteMessagesAttack } from "./attacks/incomplete-messages.js";
 import type { AttackerTls, AttackOutcome } from "./attacks/outcome.js";
 import { sleep } from "./attacks/outcome.js";
 import { promote } from "./attacks/promote.js";
@@ -190,6 +191,22 @@ export function plaintextAttacks(): AttackDef[] {
           connections: 100,
           streams: 100,
           holdMs: c.scale === "full" ? 15_000 : 12_000,
+        }),
+    }),
+    attack({
+      name: "incomplete-messages",
+      // Every stream must be reset, none left holding what it sent.
+      check: (o) =>
+        (o.answers["still open, all sent"] ?? 0) === 0
+          ? []
+          : [`${o.answers["still open, all sent"]} streams held all they sent`],
+      run: (c) =>
+        incompleteMessagesAttack({
+          target: c.node.guest,
+          streams: c.scale === "full" ? 24 : 8,
+          connections: c.scale === "full" ? 4 : 2,
+          sendBytes: (c.scale === "full" ? 32 : 16) * 1024 ** 2,
+          holdMs: c.scale === "full" ? 5000 : 2000,
         }),
     }),
     attack({

@@ -31,6 +31,11 @@ export interface IncompleteMessagesOptions {
   readonly open?: { tenant: string; token: string };
   /** Gives up waiting for the streams' bytes to leave after this long. */
   readonly timeoutMs?: number;
+  /**
+   * Opens each connection instead (the hostile harness's own, which checks its target and may
+   * use TLS); the default dials `target`, loopback only.
+   */
+  readonly connect?: () => ClientHttp2Session;
 }
 
 export interface IncompleteMessagesResult {
@@ -52,6 +57,9 @@ export interface IncompleteMessagesAttack {
   /** Destroys every stream and connection. */
   close(): void;
 }
+
+/** What the attacker's own HTTP/2 sessions may queue, in megabytes (Node's default is 10). */
+export const ATTACKER_SESSION_MEMORY_MB = 1_000_000;
 
 const HEADERS = {
   ":method": "POST",
@@ -84,7 +92,7 @@ export async function incompleteMessages(
 ): Promise<IncompleteMessagesAttack> {
   const host = options.target.slice(0, options.target.lastIndexOf(":"));
   const port = Number(options.target.slice(options.target.lastIndexOf(":") + 1));
-  if (!host.startsWith("127.") && host !== "localhost") {
+  if (options.connect === undefined && !host.startsWith("127.") && host !== "localhost") {
     throw new Error(`the attack aims at loopback only, not ${host}`);
   }
   if (options.sendBytes >= options.announceBytes) {
@@ -101,16 +109,18 @@ export async function incompleteMessages(
   const sessions: ClientHttp2Session[] = [];
   const connections = Math.max(1, Math.min(options.connections ?? 1, options.streams));
   for (let i = 0; i < connections; i++) {
-    const session = h2connect(`http://${host}:${port}`, {
-      // Megabytes; Node's default (10) resets the attacker's own streams while it queues.
-      maxSessionMemory: 1_000_000,
-      createConnection: () =>
-        netConnect({
-          host,
-          port,
-          ...(options.localAddress ? { localAddress: options.localAddress } : {}),
-        }),
-    });
+    const session =
+      options.connect?.() ??
+      h2connect(`http://${host}:${port}`, {
+        // Megabytes; Node's default (10) resets the attacker's own streams while it queues.
+        maxSessionMemory: ATTACKER_SESSION_MEMORY_MB,
+        createConnection: () =>
+          netConnect({
+            host,
+            port,
+            ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+          }),
+      });
     session.on("error", () => undefined);
     session.on("goaway", (code) => {
       const name = errorCodeName(code);
