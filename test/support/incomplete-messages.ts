@@ -12,11 +12,11 @@
 // them for --hold seconds, then closes them all.
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as h2connect } from "node:http2";
 import { connect as netConnect } from "node:net";
-import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { wire } from "@vgpu-ha/common";
 import { errorCodeName } from "../hostile/attacks/h2-frames.js";
+import { runIfMain } from "./run-main.js";
 
 export interface IncompleteMessagesOptions {
   readonly target: string;
@@ -240,12 +240,4 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.url, main);
