@@ -18,7 +18,10 @@ export interface NodeGauges {
   leaseDurationSeconds?(): number;
   /** Maintenance mode and resync progress; absent: not paused, no resync. */
   operator?(): OperatorGauges;
-  /** Bytes the guest port's streams hold in incomplete gRPC messages; absent: not exported. */
+  /**
+   * Bytes the guest port's gRPC decoders keep alive (the message each stream reads, or read
+   * last); absent: not exported.
+   */
   guestIncompleteBytes?(): number;
 }
 
@@ -139,7 +142,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
   if (gauges.guestIncompleteBytes) {
     simple(
       "vgpu_guest_incomplete_message_bytes",
-      "Bytes the guest port's streams hold in gRPC messages not yet received whole (bounded by guest.maxIncompleteBytesTotal)",
+      "Bytes the guest port's gRPC decoders keep alive: the socket-read buffers holding the message each stream is receiving, or received last (bounded by guest.maxIncompleteBytesTotal)",
       gauges.guestIncompleteBytes,
     );
   }

@@ -2,9 +2,11 @@
 // each stream into its StreamDecoder until it holds a whole message, and the HTTP/2 windows do
 // not stop it (Node hands a window back as grpc-js reads), so without this one message whose
 // prefix announces guest.maxMessageBytes and whose bytes never finish holds up to that much for
-// as long as its stream lives, on every stream of every connection. Here every guest stream's
-// bytes are read a second time, beside grpc-js, by a listener that only counts (the accounting
-// is the pure IncompleteMessages of @vgpu-ha/primary); a stream past a budget is reset with
+// as long as its stream lives, on every stream of every connection (and keeps the pieces of a
+// whole message until the next one begins). Here every guest stream's bytes are read a second
+// time, beside grpc-js, by a listener that only counts (the accounting is the pure
+// IncompleteMessages of @vgpu-ha/primary: the read buffers each decoder keeps alive); a stream
+// past a budget is reset with
 // RST_STREAM ENHANCE_YOUR_CALM (the guest sees gRPC RESOURCE_EXHAUSTED), counted and logged as
 // a guest refusal (reason "incomplete_bytes"). See docs/security.md.
 //

@@ -122,7 +122,10 @@ export const ConfigSchema = z
          * message (Open) has arrived whole; past it the stream is reset (docs/security.md).
          */
         maxIncompleteBytesBeforeOpen: bytes(64 * 1024, 1024 ** 3).default(256 * 1024),
-        /** ...all streams of one source address together; past it its largest is reset... */
+        /**
+         * ...all streams of one source address together (what their decoders keep of the
+         * message each receives or received last); past it its largest is reset...
+         */
         maxIncompleteBytesPerSource: bytes(64 * 1024, 2 ** 40).default(512 * 1024 ** 2),
         /** ...and all guest streams of the node: past it, the hungriest source's largest. */
         maxIncompleteBytesTotal: bytes(64 * 1024, 2 ** 40).default(1024 ** 3),

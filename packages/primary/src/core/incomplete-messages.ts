@@ -1,19 +1,19 @@
 // What incomplete guest messages make the node hold, and which stream to reset past a budget.
 // grpc-js reads each HTTP/2 stream into a decoder until it holds a whole gRPC message (a 5-byte
 // prefix: a flag and a big-endian length, then that many bytes), so a message that never ends
-// holds every byte sent of it for as long as its stream lives. MessageFramer reads the same
-// prefixes from the same bytes and says how much the decoder holds. What that pins in memory
-// is more: Node hands each HTTP/2 DATA frame over as a slice of the buffer of the socket read
-// that carried it (64 KiB), and a slice keeps its whole buffer alive, so one byte held can pin
-// 64 KiB. So a stream is charged the whole buffers its incomplete message has slices of, and a
-// source (and the node) the buffers any of its streams pins, each once (the streams of one
-// connection share its reads; no buffer is shared between connections). IncompleteMessages
-// keeps those totals per stream, per source address and node-wide, and names the streams to
-// reset:
+// holds every byte sent of it for as long as its stream lives. The decoder keeps the bytes as
+// slices of what Node handed it: each HTTP/2 DATA frame is a slice of the buffer of the socket
+// read that carried it (64 KiB), and a slice keeps its whole buffer alive, so one byte held can
+// pin 64 KiB. And it lets go of a message's slices only when the next message begins (not when
+// the message completes: it copies a whole message out and keeps the pieces until then).
+// MessageFramer reads the same prefixes from the same bytes; IncompleteMessages charges each
+// stream the buffers its decoder keeps (those of the message it reads or read last), and each
+// source and the node each such buffer once (the streams of one connection share its reads; no
+// buffer is shared between connections), and names the streams to reset:
 //   - a stream whose first message (the Open) has not yet arrived whole may pin at most
 //     maxIncompleteBytesBeforeOpen (an Open is a few hundred bytes, in one or two reads);
-//   - a source past maxIncompleteBytesPerSource loses its stream holding most;
-//   - past maxIncompleteBytesTotal, the source holding most loses its stream holding most.
+//   - a source past maxIncompleteBytesPerSource loses its stream pinning most;
+//   - past maxIncompleteBytesTotal, the source pinning most loses its stream pinning most.
 // Pure: the I/O shell (packages/daemon/src/guest-memory.ts) feeds it the bytes and resets.
 
 export interface IncompleteMessageLimits {
@@ -32,16 +32,19 @@ const PREFIX_BYTES = 5;
 
 /**
  * Reads gRPC message prefixes as grpc-js's StreamDecoder does: `heldBytes` is what such a
- * decoder holds of the message it has begun (its prefix bytes and its body so far).
+ * decoder holds of the message it has begun and not finished (its prefix bytes and its body so
+ * far); `startedInLastChunk` and `slicedLastChunk` say what it did with the last chunk.
  */
 export class MessageFramer {
   /** Bytes of the current, incomplete message received so far (prefix included). */
   heldBytes = 0;
   /** Whole messages read. */
   messages = 0;
+  /** A message began in the last chunk: the decoder let go of the slices of the one before. */
+  startedInLastChunk = false;
   /**
-   * Whether the decoder keeps a slice of the last chunk written: it holds that chunk's flag
-   * byte or body bytes of the incomplete message (length bytes are copied out).
+   * The decoder keeps a slice of the last chunk: it holds the flag byte or body bytes of the
+   * latest message begun (the length bytes are copied out).
    */
   slicedLastChunk = false;
   /** Prefix bytes still to read (0: reading a body). */
@@ -53,12 +56,16 @@ export class MessageFramer {
 
   write(chunk: Uint8Array): void {
     let at = 0;
+    this.startedInLastChunk = false;
     this.slicedLastChunk = false;
     while (at < chunk.length) {
       if (this.prefixLeft > 0) {
         // Byte 0 is the compression flag (kept as a slice); bytes 1-4 the length (copied).
         if (this.prefixLeft <= 4) this.length = this.length * 256 + chunk[at]!;
-        else this.slicedLastChunk = true;
+        else {
+          this.startedInLastChunk = true;
+          this.slicedLastChunk = true;
+        }
         at++;
         this.prefixLeft--;
         this.heldBytes++;
@@ -78,7 +85,6 @@ export class MessageFramer {
   }
 
   private completed(): void {
-    this.slicedLastChunk = false;
     this.messages++;
     this.heldBytes = 0;
     this.prefixLeft = PREFIX_BYTES;
@@ -90,7 +96,7 @@ export class MessageFramer {
 export interface TrackedStream {
   readonly source: string;
   readonly framer: MessageFramer;
-  /** The buffers its incomplete message has slices of (chunks' `buffer`). */
+  /** The buffers its decoder has slices of (chunks' `buffer`): of its latest message. */
   readonly pinned: Set<ArrayBufferLike>;
   /** Their sizes, added up: what this stream keeps alive. */
   pinnedBytes: number;
@@ -153,10 +159,9 @@ export class IncompleteMessages {
     if (stream.gone || stream.frozen) return [];
     const source = this.sources.get(stream.source)!;
     const framer = stream.framer;
-    const messages = framer.messages;
     framer.write(chunk);
-    // A message completed: the decoder copied it out and let go of its slices.
-    if (framer.messages !== messages) this.unpinAll(source, stream);
+    // A message began: the decoder let go of the slices of the one before.
+    if (framer.startedInLastChunk) this.unpinAll(source, stream);
     if (framer.slicedLastChunk && !stream.pinned.has(chunk.buffer)) {
       this.pin(source, stream, chunk.buffer);
     }
