@@ -6,6 +6,8 @@
 // opens them faster than its bucket allows (HTTP/2 rapid reset, a flood of opens) gets GOAWAY
 // ENHANCE_YOUR_CALM, its socket is destroyed and its source penalised, so reconnecting does not
 // help it. The open streams of each connection are counted for the stream limit (streamsOf).
+// A connection that carries no stream within the first-stream timeout is closed, and what the
+// streams' gRPC decoders hold is bounded by guest-memory.ts.
 import { type Http2Server, constants as h2, type ServerHttp2Session } from "node:http2";
 import { createServer as createNetServer, type Server, type Socket } from "node:net";
 import { create } from "@bufbuild/protobuf";
