@@ -181,6 +181,28 @@ export function plaintextAttacks(): AttackDef[] {
           durationMs: c.scale === "full" ? 10_000 : 3000,
         }),
     }),
+    // Before the rapid resets: the penalty they earn the attacker's address would refuse its
+    // connections at accept, and the bound would not be reached.
+    attack({
+      name: "incomplete-messages",
+      // Every stream must be reset by the bound, none left holding what it sent.
+      check: (o) => [
+        ...((o.answers["still open, all sent"] ?? 0) === 0
+          ? []
+          : [`${o.answers["still open, all sent"]} streams held all they sent`]),
+        ...((o.answers["reset ENHANCE_YOUR_CALM"] ?? 0) === o.sent.streams
+          ? []
+          : [`${o.answers["reset ENHANCE_YOUR_CALM"] ?? 0} of ${o.sent.streams} streams reset`]),
+      ],
+      run: (c) =>
+        incompleteMessagesAttack({
+          target: c.node.guest,
+          streams: c.scale === "full" ? 24 : 8,
+          connections: c.scale === "full" ? 4 : 2,
+          sendBytes: (c.scale === "full" ? 32 : 16) * 1024 ** 2,
+          holdMs: c.scale === "full" ? 5000 : 2000,
+        }),
+    }),
     rapid(4),
     rapid(16),
     attack({
@@ -191,22 +213,6 @@ export function plaintextAttacks(): AttackDef[] {
           connections: 100,
           streams: 100,
           holdMs: c.scale === "full" ? 15_000 : 12_000,
-        }),
-    }),
-    attack({
-      name: "incomplete-messages",
-      // Every stream must be reset, none left holding what it sent.
-      check: (o) =>
-        (o.answers["still open, all sent"] ?? 0) === 0
-          ? []
-          : [`${o.answers["still open, all sent"]} streams held all they sent`],
-      run: (c) =>
-        incompleteMessagesAttack({
-          target: c.node.guest,
-          streams: c.scale === "full" ? 24 : 8,
-          connections: c.scale === "full" ? 4 : 2,
-          sendBytes: (c.scale === "full" ? 32 : 16) * 1024 ** 2,
-          holdMs: c.scale === "full" ? 5000 : 2000,
         }),
     }),
     attack({
