@@ -10,8 +10,10 @@
 # tarballs of the built tree, unpacked in order (default: the three above). LATENCY=1 also runs
 # `bench -- gpu-latency` first (with BENCH_GPU_OLD_MODULE=packages/gpu-webgpu-old/dist/index.js
 # when the tarball holds an older build's gpu-webgpu there). SKIP_BENCH=1 leaves out the gpu
-# benchmark, SKIP_TESTS=1 the GPU tests. DIAG: a command run after the tests (its output in diag.log), e.g. the gemm
-# phase alone: DIAG='BENCH_GPU_GEMM_ONLY=1 node bench/dist/run.js gpu'.
+# benchmark, SKIP_TESTS=1 the GPU tests. TRACE=1: after the tests, the gemm2048 phase traced
+# (where each stall sits: $OUT/stalls.txt; docs/benchmarks.md "gpu"). DIAG: a command run after
+# the tests (its output in diag.log), e.g. the gemm phase alone:
+# DIAG='BENCH_GPU_GEMM_ONLY=1 node bench/dist/run.js gpu'.
 set -o pipefail
 T0=$(date +%s)
 mkdir -p /tmp/n && xz -dc .gpu/node.xz > /tmp/n/node && chmod +x /tmp/n/node && export PATH=/tmp/n:$PATH
@@ -46,6 +48,19 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   echo "== test:gpu (${TESTS:-every GPU test}) $(($(date +%s)-T0)) s"
   VGPUHA_TEST_GPUS=${GPUS:-1} timeout ${TEST_S:-250} node node_modules/vitest/vitest.mjs run --project gpu ${TESTS:-} > $OUT/test-gpu.log 2>&1
   echo "test:gpu exit $?"; grep -E "×|FAIL|Test Files|Tests " $OUT/test-gpu.log | head -40
+fi
+if [ -n "${TRACE:-}" ]; then
+  # The gemm2048 phase alone with every node's seq trace (BENCH_SEQ_TRACE): where each launch
+  # over 10 ms stalled, in $OUT/stalls.txt (bench/seq-trace.ts); TRACE_FILES=1 also keeps the
+  # raw trace ($OUT/seq-trace.tar.xz). TRACE_MODES (sync), TRACE_ROUNDS (2), TRACE_MEASURE_MS.
+  echo "== traced gemm2048 $(($(date +%s)-T0)) s"
+  rm -rf /tmp/seq-trace && mkdir -p /tmp/seq-trace
+  VGPUHA_TEST_GPUS=${GPUS:-1} BENCH_SEQ_TRACE=/tmp/seq-trace BENCH_GPU_GEMM_ONLY=1 BENCH_GPU_MODES=${TRACE_MODES:-sync} \
+    BENCH_ROUNDS=${TRACE_ROUNDS:-2} BENCH_GPU_MEASURE_MS=${TRACE_MEASURE_MS:-2000} \
+    timeout ${TRACE_S:-150} node bench/dist/run.js gpu > $OUT/trace.log 2>&1
+  node bench/dist/seq-trace.js /tmp/seq-trace 10 3 > $OUT/stalls.txt 2>&1
+  grep -vE "^\s*$" $OUT/trace.log | tail -8; grep -E "round|stalls \(|\(pid" $OUT/stalls.txt | head -30
+  [ -n "${TRACE_FILES:-}" ] && tar -C /tmp -cJf $OUT/seq-trace.tar.xz seq-trace
 fi
 if [ -n "${DIAG:-}" ]; then
   echo "== diagnosis $(($(date +%s)-T0)) s: $DIAG"

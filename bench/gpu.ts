@@ -13,12 +13,17 @@
 // VGPUHA_TEST_GPUS=2 puts each pair's nodes on two GPUs (packages/daemon/src/process/gpu-placement.ts);
 // BENCH_GPU_FAILOVER_ROUNDS (5). BENCH_GPU_GEMM_ONLY=1 runs the gemm2048 phase alone and writes
 // no JSON (a diagnosis: it prints each round's rate and launch round trips), with
-// BENCH_GPU_PIPELINE (launches in flight, 4) and BENCH_GPU_MODES (the pairs, "async,sync");
-// with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. The CUDA figures are the feasibility probe's on the same GPU
-// model (docs/gpu.md), not measured by this run.
+// BENCH_GPU_PIPELINE (launches in flight, 4), BENCH_GPU_MODES (the pairs, "async,sync") and
+// BENCH_GPU_MEASURE_MS (each round's measured time, 2000); BENCH_GPU_SMALL_ONLY=1 runs the
+// small-call phase alone (standalone and sync, BENCH_ROUNDS rounds, printed);
+// with BENCH_PROFILE_DIR it also prints each node's CPU profile summary per round. With
+// BENCH_SEQ_TRACE=DIR every process traces each launch's path (g.send / g.reply here, the
+// nodes' stages in packages/common/src/seq-trace.ts); bench/seq-trace.ts says where each stall
+// sat (bench/gpu-host-run.sh TRACE=1). The CUDA figures are the feasibility probe's on the same
+// GPU model (docs/gpu.md), not measured by this run.
 import { performance } from "node:perf_hooks";
 import { buf, f32, u32 } from "@vgpu-ha/client";
-import type { KernelArg } from "@vgpu-ha/common";
+import { type KernelArg, traceSeq } from "@vgpu-ha/common";
 import { gpuWrap, spawnVgpud } from "@vgpu-ha/daemon";
 import type { DeviceExecutor, DeviceOp, OpResult } from "@vgpu-ha/gpu-model";
 
@@ -40,7 +45,7 @@ const MODES = (process.env.BENCH_GPU_MODES ?? "async,sync")
   .split(",")
   .filter((m): m is "async" | "sync" => m === "async" || m === "sync");
 const ROUNDS = roundsFromEnv(2);
-const DURATIONS = { warmupMs: WARM_MS, measureMs: 2000 };
+const DURATIONS = { warmupMs: WARM_MS, measureMs: envInt("BENCH_GPU_MEASURE_MS", 2000) };
 const LATENCY_MS = 2000;
 const FAILOVER_ROUNDS = envInt("BENCH_GPU_FAILOVER_ROUNDS", 5);
 /** A webgpu node of the benchmark: gemm 2048³ is 2^33 work units, above the CPU default. */
@@ -195,7 +200,8 @@ async function warm(run: () => Promise<unknown>, ms = WARM_MS): Promise<void> {
 }
 
 async function measureIsolated(gpu: GpuModule) {
-  const { executor, adapter } = await gpu.createWebGpuExecutor({});
+  // Dawn's own polling (every loop turn): the kernels' best case, as in earlier runs.
+  const { executor, adapter } = await gpu.createWebGpuExecutor({ eventIntervalUs: 0 });
   const ops = new gpu.ExecutorDriver(executor);
   const perKernelMs: Record<string, number> = {};
   try {
@@ -261,44 +267,65 @@ async function measureVgpud(cluster: Cluster) {
 
 const GEMM_CASE = CASES.find((c) => c.kernel === "gemm_f32")!;
 
-/** gemm 2048³ launches, PIPELINE in flight: the rate, and each launch's round trip (ms). */
+/** The gemm2048 set-ups, by their number in the trace's round rows (bench/seq-trace.ts). */
+const GEMM_SETUPS = ["standalone", "async", "sync"];
+let launchesTraced = 0;
+
+/**
+ * gemm 2048³ launches, PIPELINE in flight: the rate, and each launch's round trip (ms). With
+ * BENCH_SEQ_TRACE each launch's send and reply are traced (g.send / g.reply: its number, ms).
+ */
 function gemmRate(cluster: Cluster, durations = DURATIONS) {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const args = await guestCase(c!, GEMM_CASE);
     const trips: number[] = [];
     const r = await pipelined(cluster.nodes, [c!], PIPELINE, durations, async () => {
+      const n = ++launchesTraced;
+      traceSeq("g.send", n);
       const t = performance.now();
       await c!.session.launch(c!.context, "gemm_f32", args);
-      trips.push(performance.now() - t);
+      const ms = performance.now() - t;
+      traceSeq("g.reply", n, ms);
+      trips.push(ms);
     });
     return { ...r, tripP50Ms: percentile(trips, 50), tripP99Ms: percentile(trips, 99) };
   });
+}
+
+/** Starts a standalone node and a webgpu → webgpu pair per mode into `clusters`, placed. */
+async function startSetups(
+  clusters: Map<string, Cluster>,
+  modes: readonly ("async" | "sync")[],
+): Promise<void> {
+  clusters.set(
+    "standalone",
+    await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
+  );
+  for (const mode of modes) {
+    clusters.set(
+      mode,
+      await startPair({ label: `gpu-${mode}`, mode, device: DEVICE, spawn: placedPair() }),
+    );
+  }
 }
 
 /** The gemm2048 phase alone (BENCH_GPU_GEMM_ONLY): rates and round trips printed, no JSON. */
 async function gemmOnly(): Promise<void> {
   const clusters = new Map<string, Cluster>();
   try {
-    clusters.set(
-      "standalone",
-      await startStandalone("gpu-standalone", { device: DEVICE, spawn: placed(0) }),
-    );
-    for (const mode of MODES) {
-      clusters.set(
-        mode,
-        await startPair({ label: `gpu-${mode}`, mode, device: DEVICE, spawn: placedPair() }),
-      );
-    }
+    await startSetups(clusters, MODES);
     console.log(`  gemm 2048 only: ${PIPELINE} in flight, ${[...clusters.keys()].join(", ")}`);
     const byName = await inRounds(
       clusters,
       ROUNDS,
       async (name, cluster, round) => {
+        traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
         const { result: r, profiles } = await profilePhase(
           cluster.nodes,
           `${name}-${round + 1}`,
           () => gemmRate(cluster),
         );
+        traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
         console.log(
           `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
         );
@@ -317,7 +344,28 @@ async function gemmOnly(): Promise<void> {
   }
 }
 
-/** One small launch at a time (increment_u32 of one word): µs per round trip. */
+/**
+ * The small-call phase alone (BENCH_GPU_SMALL_ONLY): a standalone node and a sync pair, each in
+ * BENCH_ROUNDS rounds (round rows traced as the gemm phase's), p50/p99 printed, no JSON.
+ */
+async function smallOnly(): Promise<void> {
+  const clusters = new Map<string, Cluster>();
+  try {
+    await startSetups(clusters, ["sync"]);
+    await inRounds(clusters, ROUNDS, async (name, cluster, round) => {
+      traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
+      const r = await smallCall(cluster);
+      traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
+      console.log(
+        `    small call ${name} round ${round + 1}: p50 ${r.p50.toFixed(0)} µs p99 ${r.p99.toFixed(0)} µs (${r.calls} calls)`,
+      );
+    });
+  } finally {
+    for (const c of clusters.values()) await c.stop();
+  }
+}
+
+/** One small launch at a time (increment_u32 of one word): µs per round trip (traced as gemm's). */
 function smallCall(cluster: Cluster) {
   return withClients(cluster.primary.guest, 1, async ([c]) => {
     const { session, context } = c!;
@@ -327,9 +375,13 @@ function smallCall(cluster: Cluster) {
     const samples: number[] = [];
     const end = performance.now() + LATENCY_MS;
     while (performance.now() < end) {
+      const n = ++launchesTraced;
+      traceSeq("g.send", n);
       const t = performance.now();
       await session.launch(context, "increment_u32", args);
-      samples.push((performance.now() - t) * 1000);
+      const ms = performance.now() - t;
+      traceSeq("g.reply", n, ms);
+      samples.push(ms * 1000);
     }
     return { p50: percentile(samples, 50), p99: percentile(samples, 99), calls: samples.length };
   });
@@ -351,6 +403,7 @@ export async function runGpu(): Promise<void> {
     process.env.VGPU_TESTING__WEBGPU_MODULE = MODULE; // the nodes' config (VGPU_* overrides)
   }
   if (process.env.BENCH_GPU_GEMM_ONLY === "1") return gemmOnly();
+  if (process.env.BENCH_GPU_SMALL_ONLY === "1") return smallOnly();
   console.log("  isolated kernels (no vgpud)");
   const isolated = await measureIsolated(gpu);
 
@@ -379,7 +432,9 @@ export async function runGpu(): Promise<void> {
       clusters,
       ROUNDS,
       async (name, cluster, round) => {
+        traceSeq("round.start", round, GEMM_SETUPS.indexOf(name));
         const r = await gemmRate(cluster);
+        traceSeq("round.end", round, GEMM_SETUPS.indexOf(name));
         console.log(
           `    ${name} round ${round + 1}: ${r.perSecond.toFixed(1)} iter/s, round trip p50 ${r.tripP50Ms.toFixed(2)} ms p99 ${r.tripP99Ms.toFixed(2)} ms`,
         );
@@ -495,8 +550,9 @@ export async function runGpu(): Promise<void> {
     metrics,
     notes: [
       `adapter: ${JSON.stringify(isolated.adapter)}`,
+      `nodes' device.webgpu.eventIntervalUs: ${process.env.VGPU_DEVICE__WEBGPU__EVENT_INTERVAL_US ?? "the default (200)"}`,
       `GPUs used by the pairs: ${process.env.VGPUHA_TEST_GPUS ?? "1"} (VGPUHA_TEST_GPUS; 1 = both nodes of a pair on one GPU)`,
-      `isolated: wall ms per launch over ${BATCH} launches submitted together, median of ${REPS}, after ${WARM_MS} ms of gemm to warm the clock; includes Dawn's per-dispatch encoding, not GPU timestamps`,
+      `isolated: wall ms per launch over ${BATCH} launches submitted together, median of ${REPS}, after ${WARM_MS} ms of gemm to warm the clock; includes Dawn's per-dispatch encoding, not GPU timestamps; Dawn polled every loop turn (eventIntervalUs 0); the nodes run the default (device.webgpu.eventIntervalUs)`,
       `vgpud: ${PIPELINE} launches in flight from one guest session, ${DURATIONS.warmupMs} ms warm-up + ${DURATIONS.measureMs} ms; gemm2048 set-ups in ${ROUNDS} rotating rounds; ratios are medians of per-round ratios`,
       "small call: increment_u32 of one word, one at a time, after a warm-up; µs per round trip from the guest library; small_call_model_standalone_* is a CPU-model node (device.thread worker) on the same host, for reference",
       `failover: bench/failover.ts rounds (kill, pause, switchover) on a webgpu → webgpu sync pair, ${failover.kill.length} rounds`,

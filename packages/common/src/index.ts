@@ -25,6 +25,7 @@ export * from "./grpc/service-adapter.js";
 export * from "./log.js";
 export * from "./metrics.js";
 export * from "./node-driver.js";
+export * from "./seq-trace.js";
 export * from "./session-view.js";
 export * from "./snapshot-trace.js";
 export * from "./tls/cert-names.js";

@@ -1,7 +1,7 @@
 export { BufferObject } from "./device/buffer-object.js";
 export { Device, type DeviceArg, type DeviceOptions } from "./device/device.js";
 export { DeviceCore, type DeviceCoreOptions } from "./device/device-core.js";
-export { DeviceQueue } from "./device/device-queue.js";
+export { DeviceQueue, traceDeviceQueues } from "./device/device-queue.js";
 export {
   type DeviceExecutor,
   type ExecutorFactory,

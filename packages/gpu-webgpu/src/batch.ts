@@ -13,6 +13,21 @@ import { PARAM_BYTES, PARAM_GROUPS, PARAM_GX, PARAM_ONE, PARAM_WORDS } from "./w
 /** Uniform and storage binding offsets must be multiples of this (WebGPU's minimum alignments). */
 const BINDING_ALIGN_BYTES = 256;
 
+/**
+ * Each pipeline's bind group layout, asked of Dawn once: getBindGroupLayout makes a new native
+ * object per call, garbage the collector must finalize (dawn-pacing.ts says what that costs).
+ */
+const layouts = new WeakMap<GPUComputePipeline, GPUBindGroupLayout>();
+
+function layoutOf(pipeline: GPUComputePipeline): GPUBindGroupLayout {
+  let layout = layouts.get(pipeline);
+  if (layout === undefined) {
+    layout = pipeline.getBindGroupLayout(0);
+    layouts.set(pipeline, layout);
+  }
+  return layout;
+}
+
 /** The pools a batch takes its upload and readback buffers from. */
 export interface BatchPools {
   readonly uploads: UploadPool;
@@ -149,10 +164,7 @@ export class Batch {
     for (const [i, buffer] of buffers.entries()) {
       entries.push({ binding: i + 1, resource: { buffer } });
     }
-    const group = this.gpu.device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries,
-    });
+    const group = this.gpu.device.createBindGroup({ layout: layoutOf(pipeline), entries });
     this.pass ??= this.encoder.beginComputePass();
     this.pass.setPipeline(pipeline);
     this.pass.setBindGroup(0, group);

@@ -2,6 +2,7 @@
 // called), asks for an adapter and a device with the adapter's buffer limits, compiles every
 // pipeline once, then runs the golden vectors (golden.ts) and refuses the backend, naming the
 // kernel, on any difference from the model. Returns the executor and the adapter's identity.
+import { paceDawnEvents } from "./dawn-pacing.js";
 import { WebGpuExecutor } from "./executor.js";
 import { checkGoldenVectors, type GoldenReport } from "./golden.js";
 import { compilePipelines, type GpuContext } from "./gpu-context.js";
@@ -28,7 +29,16 @@ export interface CreateWebGpuOptions {
   readonly compatibility?: boolean;
   /** Skip the golden vectors (tests of the executor itself; never a node). */
   readonly skipGolden?: boolean;
+  /**
+   * The longest interval between two of Dawn's event polls while GPU work is pending, in µs
+   * (dawn-pacing.ts: a wait's polls start 10 µs apart and double up to it; default
+   * DAWN_EVENT_INTERVAL_US); 0: every event-loop turn, as Dawn does.
+   */
+  readonly eventIntervalUs?: number;
 }
+
+/** The default of CreateWebGpuOptions.eventIntervalUs (device.webgpu.eventIntervalUs). */
+export const DAWN_EVENT_INTERVAL_US = 200;
 
 export interface WebGpuBackend {
   readonly executor: WebGpuExecutor;
@@ -42,6 +52,7 @@ type DawnModule = { create(flags: string[]): GPU };
 
 export async function openGpu(options: CreateWebGpuOptions = {}) {
   const { create } = (await import("webgpu")) as unknown as DawnModule;
+  paceDawnEvents(options.eventIntervalUs ?? DAWN_EVENT_INTERVAL_US);
   const gpu = create([...(options.dawnFlags ?? [])]);
   const adapter = await gpu.requestAdapter(
     options.compatibility

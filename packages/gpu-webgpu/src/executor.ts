@@ -4,6 +4,7 @@
 // completes, in order, once the GPU has done its batch (onSubmittedWorkDone, and mapAsync for
 // reads, hashes and snapshot chunks). A snapshot's begin waits for its page scan before later
 // operations are encoded. A lost device, an uncaptured error or a failed batch fails the sink.
+import { seqTraceOn, traceSeq } from "@vgpu-ha/common";
 import type {
   DeviceExecutor,
   DeviceOp,
@@ -105,6 +106,7 @@ export class WebGpuExecutor implements DeviceExecutor {
       return;
     }
     this.pending = this.pending.slice(taken);
+    if (seqTraceOn) traceSeq("gpu.submit", taken, this.pending.length);
     const done = batch.submit();
     const scopes = scoped
       ? Promise.all([device.popErrorScope(), device.popErrorScope()])
@@ -123,6 +125,7 @@ export class WebGpuExecutor implements DeviceExecutor {
 
   private finish(batch: Batch): void {
     if (this.closed) return;
+    if (seqTraceOn) traceSeq("gpu.done", batch.results.length);
     const results: [number, OpResult][] = batch.results.map((r) => [r.index, r.produce()]);
     batch.destroy();
     for (const [index, result] of results) this.sink!.complete(index, result);

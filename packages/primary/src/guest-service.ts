@@ -18,8 +18,10 @@ import {
   grpcGuestLink,
   nodeTimers,
   type ServiceHandlers,
+  seqTraceOn,
   type TimerHandle,
   type Timers,
+  traceSeq,
   type wire,
 } from "@vgpu-ha/common";
 import { FairQueue } from "./core/fair-queue.js";
@@ -60,6 +62,8 @@ export class GuestService implements GuestPort<GuestLink> {
   private readonly fair = new FairQueue<GuestLink>();
   private readonly scheduled = new Set<GuestLink>();
   private turnScheduled = false;
+  /** afterApply is due once the messages read in this turn of the event loop are served. */
+  private afterApplyScheduled = false;
   /** Each tenant's budget of refused frames. */
   private readonly budgets: RefusalBudgets;
   /** Streams of tenants out of refusal budget, waiting for it to refill. */
@@ -115,7 +119,7 @@ export class GuestService implements GuestPort<GuestLink> {
 
   /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
   get busy(): boolean {
-    return this.turnScheduled || this.parkTimer !== undefined;
+    return this.turnScheduled || this.afterApplyScheduled || this.parkTimer !== undefined;
   }
 
   get openStreams(): number {
@@ -142,6 +146,7 @@ export class GuestService implements GuestPort<GuestLink> {
 
   /** Stops (or resumes) reading guest streams: back-pressure while the standby lags. */
   setPaused(paused: boolean): void {
+    if (seqTraceOn) traceSeq("p.paused", paused ? 1 : 0);
     this.sessions.setPaused(paused);
     this.perform();
   }
@@ -194,6 +199,7 @@ export class GuestService implements GuestPort<GuestLink> {
    */
   private receive(link: GuestLink, message: wire.GuestMessage): void {
     if (!this.sessions.has(link)) return;
+    if (seqTraceOn) traceSeq("g.recv");
     this.firstMessage?.remove(link);
     this.sessions.receive(link, message);
     this.schedule(link);
@@ -232,11 +238,26 @@ export class GuestService implements GuestPort<GuestLink> {
       this.perform();
       if (this.cpuMs() - start >= TURN_MS) break;
     }
-    if (served) this.deps.afterApply?.();
+    if (served) this.appliedSoon();
     if (!this.fair.empty && !this.turnScheduled) {
       this.turnScheduled = true;
       (this.deps.defer ?? setImmediate)(() => this.turn());
     }
+  }
+
+  /**
+   * Tells the host (afterApply: send to the standby, release replies) once for every guest
+   * message served before the next turn of the event loop, not once per message: a message
+   * served at once on arrival (receive) would otherwise go to the standby as a batch of its
+   * own, and every batch costs both nodes a gRPC message and the primary an ack to process.
+   */
+  private appliedSoon(): void {
+    if (this.afterApplyScheduled || this.deps.afterApply === undefined) return;
+    this.afterApplyScheduled = true;
+    (this.deps.defer ?? setImmediate)(() => {
+      this.afterApplyScheduled = false;
+      this.deps.afterApply?.();
+    });
   }
 
   /**
@@ -288,6 +309,7 @@ export class GuestService implements GuestPort<GuestLink> {
         }
         const message = encodeReply(a.reply);
         a.stream.send(message);
+        if (seqTraceOn) traceSeq("p.reply", a.released.at(-1)?.seq ?? 0, a.released.length);
         this.deps.onReply?.(a.stream, message, a.released);
         return;
       }

@@ -183,6 +183,12 @@ export const ConfigSchema = z
             onFailure: z.enum(["exit", "model"]).default("exit"),
             /** Flags for Dawn's create(), e.g. ["backend=vulkan"] (docs/gpu.md). */
             dawnFlags: z.array(z.string().min(1).max(200)).max(32).default([]),
+            /**
+             * The longest interval between two of Dawn's event polls while GPU work is pending,
+             * in µs (a wait's polls start 10 µs apart and double up to it); 0 polls every
+             * event-loop turn, as Dawn itself does (docs/gpu.md, "Speed").
+             */
+            eventIntervalUs: z.number().int().min(0).max(10_000).default(200),
           })
           .prefault({}),
       })

@@ -1,5 +1,6 @@
 // One transport interface for the replication stream, with a gRPC implementation (a duplex
 // stream of generated messages, converted at the edge) and an in-memory one for tests.
+import { seqTraceOn, traceLinkMessage } from "../seq-trace.js";
 
 export interface Link<Out, In> {
   /** Queues a message; false when the transport's buffer is full (wait for onDrain). */
@@ -42,6 +43,7 @@ export function grpcLink<Out, In, WireOut, WireIn>(
   const link: Link<Out, In> = {
     send(message) {
       if (closed) return false;
+      if (seqTraceOn) traceLinkMessage("send", message);
       return stream.write(encode(message));
     },
     onMessage(handler) {
@@ -52,6 +54,7 @@ export function grpcLink<Out, In, WireOut, WireIn>(
           link.close(`malformed message: ${m.message}`);
           return;
         }
+        if (seqTraceOn) traceLinkMessage("recv", m);
         handler(m);
       });
     },

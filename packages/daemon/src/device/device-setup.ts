@@ -5,11 +5,12 @@
 // refuses to start (vgpud exit 2, naming the kernel) or, with device.webgpu.onFailure: model,
 // runs the model and says why. The setup also says what the node announces about its device:
 // the kernel contract version (replication hello, status, metrics) and the adapter.
-import type { Config } from "@vgpu-ha/common";
+import { type Config, seqTraceOn, traceSeq } from "@vgpu-ha/common";
 import {
   type DeviceExecutor,
   type ExecutorFactory,
   KERNEL_CONTRACT_VERSION,
+  traceDeviceQueues,
 } from "@vgpu-ha/gpu-model";
 import { workerExecutor } from "@vgpu-ha/gpu-model/worker";
 import { DeferredExecutor } from "./deferred-executor.js";
@@ -84,8 +85,12 @@ function modelSetup(config: Config, fallbackReason?: string): DeviceSetup {
 }
 
 export async function setUpDevice(config: Config, deps: DeviceSetupDeps): Promise<DeviceSetup> {
+  if (seqTraceOn) traceDeviceQueues(traceSeq);
   if (config.device.backend === "model") return modelSetup(config);
-  const options: WebGpuExecutorOptions = { dawnFlags: config.device.webgpu.dawnFlags };
+  const options: WebGpuExecutorOptions = {
+    dawnFlags: config.device.webgpu.dawnFlags,
+    eventIntervalUs: config.device.webgpu.eventIntervalUs,
+  };
   const specifier = config.testing.webgpuModule ?? WEBGPU_PACKAGE;
   let gpu: WebGpuModule;
   let first: Awaited<ReturnType<WebGpuModule["createWebGpuExecutor"]>>;

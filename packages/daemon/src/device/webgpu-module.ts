@@ -21,6 +21,8 @@ export interface AdapterIdentity {
 export interface WebGpuExecutorOptions {
   /** Dawn flags for its create(), e.g. backend=vulkan (device.webgpu.dawnFlags). */
   readonly dawnFlags: readonly string[];
+  /** The longest µs between Dawn's event polls (device.webgpu.eventIntervalUs). */
+  readonly eventIntervalUs?: number;
 }
 
 export interface WebGpuModule {

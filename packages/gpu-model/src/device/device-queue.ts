@@ -9,6 +9,15 @@ import type { DeviceFailure, DeviceProgress } from "./progress.js";
 
 type ResultCallback = (result: OpResult) => void;
 
+/** Told each seq's first submit and each completion (common's seq trace; unset: nothing). */
+type DeviceTrace = (stage: "dev.submit" | "dev.done", seq: number, outstanding: number) => void;
+let trace: DeviceTrace | undefined;
+
+/** Traces every device queue of this process (BENCH_SEQ_TRACE: the daemon sets it). */
+export function traceDeviceQueues(t: DeviceTrace | undefined): void {
+  trace = t;
+}
+
 export class DeviceQueue implements DeviceProgress, ExecutorSink {
   readonly executor: DeviceExecutor;
   private submitted = 0;
@@ -41,7 +50,10 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
     const index = ++this.submitted;
     if (this.executor.synchronous !== true) {
       const lastRun = this.seqRuns.peekBack();
-      if (lastRun === undefined || lastRun[1] !== this.seq) this.seqRuns.push([index, this.seq]);
+      if (lastRun === undefined || lastRun[1] !== this.seq) {
+        this.seqRuns.push([index, this.seq]);
+        trace?.("dev.submit", this.seq, this.outstanding);
+      }
     }
     if (onResult !== undefined) this.callbacks.set(index, onResult);
     this.submitting++;
@@ -98,6 +110,7 @@ export class DeviceQueue implements DeviceProgress, ExecutorSink {
   }
 
   progressed(): void {
+    trace?.("dev.done", this.doneSeq(this.seq), this.outstanding);
     if (this.completed === this.submitted) {
       while (!this.seqRuns.isEmpty()) this.seqRuns.pop();
     }
