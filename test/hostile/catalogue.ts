@@ -6,6 +6,7 @@ import { ExitCode } from "@vgpu-ha/client/exit-codes";
 import { crossedPair } from "./attacks/crossed-pair.js";
 import { garbage } from "./attacks/garbage.js";
 import { hostileTenant } from "./attacks/hostile-tenant.js";
+import { incompleteMessagesAttack } from "./attacks/incomplete-messages.js";
 import type { AttackerTls, AttackOutcome } from "./attacks/outcome.js";
 import { sleep } from "./attacks/outcome.js";
 import { promote } from "./attacks/promote.js";
@@ -178,6 +179,28 @@ export function plaintextAttacks(): AttackDef[] {
           names: [c.other.id, c.node.id],
           clusterId: c.clusterId,
           durationMs: c.scale === "full" ? 10_000 : 3000,
+        }),
+    }),
+    // Before the rapid resets: the penalty they earn the attacker's address would refuse its
+    // connections at accept, and the bound would not be reached.
+    attack({
+      name: "incomplete-messages",
+      // Every stream must be reset by the bound, none left holding what it sent.
+      check: (o) => [
+        ...((o.answers["still open, all sent"] ?? 0) === 0
+          ? []
+          : [`${o.answers["still open, all sent"]} streams held all they sent`]),
+        ...((o.answers["reset ENHANCE_YOUR_CALM"] ?? 0) === o.sent.streams
+          ? []
+          : [`${o.answers["reset ENHANCE_YOUR_CALM"] ?? 0} of ${o.sent.streams} streams reset`]),
+      ],
+      run: (c) =>
+        incompleteMessagesAttack({
+          target: c.node.guest,
+          streams: c.scale === "full" ? 24 : 8,
+          connections: c.scale === "full" ? 4 : 2,
+          sendBytes: (c.scale === "full" ? 32 : 16) * 1024 ** 2,
+          holdMs: c.scale === "full" ? 5000 : 2000,
         }),
     }),
     rapid(4),

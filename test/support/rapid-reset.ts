@@ -11,9 +11,9 @@
 
 import { type ClientHttp2Session, constants as h2, connect as h2connect } from "node:http2";
 import { connect as netConnect } from "node:net";
-import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { errorCodeName } from "../hostile/attacks/h2-frames.js";
+import { runIfMain } from "./run-main.js";
 
 export interface RapidResetOptions {
   readonly target: string;
@@ -184,12 +184,4 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.url, main);

@@ -18,6 +18,11 @@ export interface NodeGauges {
   leaseDurationSeconds?(): number;
   /** Maintenance mode and resync progress; absent: not paused, no resync. */
   operator?(): OperatorGauges;
+  /**
+   * Bytes the guest port's gRPC decoders keep alive (the message each stream reads, or read
+   * last); absent: not exported.
+   */
+  guestIncompleteBytes?(): number;
 }
 
 /** What operators watch beside replication: maintenance mode and a resync in progress. */
@@ -134,6 +139,13 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
   simple("vgpu_sessions", "Guest sessions in the session table", gauges.sessions);
   simple("vgpu_contexts", "GPU contexts", gauges.contexts);
   simple("vgpu_bos", "Buffer objects allocated", gauges.bos);
+  if (gauges.guestIncompleteBytes) {
+    simple(
+      "vgpu_guest_incomplete_message_bytes",
+      "Bytes the guest port's gRPC decoders keep alive: the socket-read buffers holding the message each stream is receiving, or received last (bounded by guest.maxIncompleteBytesTotal)",
+      gauges.guestIncompleteBytes,
+    );
+  }
   simple("vgpu_vram_used_bytes", "VRAM allocated to buffers", gauges.vramUsedBytes);
   simple("vgpu_vram_total_bytes", "VRAM size of the device", gauges.vramTotalBytes);
   const r = gauges.replication;
@@ -389,7 +401,7 @@ export function createMetrics(gauges: NodeGauges, options: { processMetrics?: bo
     }),
     guestRefusals: new Counter({
       name: "vgpu_guest_refusals_total",
-      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster, protocol_error: bytes that are not HTTP/2)",
+      help: "Guest connections and streams refused or closed by the guest listener's defences, by reason (penalty, connections_per_source, stream_rate, early_reset, stream_limit, open_timeout, auth, wrong_cluster, protocol_error: bytes that are not HTTP/2, incomplete_bytes: a stream reset past a budget of bytes held in incomplete messages)",
       labelNames: ["reason"],
       registers,
     }),

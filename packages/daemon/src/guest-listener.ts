@@ -6,12 +6,15 @@
 // opens them faster than its bucket allows (HTTP/2 rapid reset, a flood of opens) gets GOAWAY
 // ENHANCE_YOUR_CALM, its socket is destroyed and its source penalised, so reconnecting does not
 // help it. The open streams of each connection are counted for the stream limit (streamsOf).
+// A connection that carries no stream within the first-stream timeout is closed, and what the
+// streams' gRPC decoders hold is bounded by guest-memory.ts.
 import { type Http2Server, constants as h2, type ServerHttp2Session } from "node:http2";
 import { createServer as createNetServer, type Server, type Socket } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import type * as grpc from "@grpc/grpc-js";
 import { ErrorCode, invariant, wire } from "@vgpu-ha/common";
-import type { GuardedConnection, GuestGuard } from "@vgpu-ha/primary";
+import type { GuardedConnection, GuestGuard, IncompleteMessageLimits } from "@vgpu-ha/primary";
+import { boundIncompleteMessages } from "./guest-memory.js";
 import { listenOn } from "./listen-on.js";
 import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
 import type { GuestStream } from "./roles/role.js";
@@ -27,7 +30,8 @@ export type GuestRefusalReason =
   | "open_timeout"
   | "auth"
   | "wrong_cluster"
-  | "protocol_error";
+  | "protocol_error"
+  | "incomplete_bytes";
 
 export interface GuestRefusal {
   /** ip:port of the connection. */
@@ -44,7 +48,15 @@ export interface GuestListenerOptions {
   /** Monotonic milliseconds. */
   readonly nowMs: () => number;
   readonly onRefused: GuestRefusalSink;
+  /**
+   * A connection that has opened no stream this long after it was accepted is closed
+   * (guest.openTimeoutMs): bytes that never become an HTTP/2 stream — a preface never finished,
+   * frames nghttp2 refused and a half-close after them — no longer hold it open. None if left out.
+   */
+  readonly firstStreamTimeoutMs?: number;
   readonly tls?: TlsPortOptions;
+  /** Budgets of bytes held in incomplete gRPC messages (guest-memory.ts); unbounded if left out. */
+  readonly incomplete?: IncompleteMessageLimits;
 }
 
 /** A stream reset by the guest sooner than this after it opened counts as an early reset. */
@@ -60,6 +72,8 @@ interface Conn {
   readonly remote: string;
   session: ServerHttp2Session | undefined;
   openStreams: number;
+  /** Whether it has carried a stream. */
+  streamed: boolean;
   abused: boolean;
 }
 
@@ -67,6 +81,8 @@ export interface GuestListener {
   readonly port: number;
   /** Open HTTP/2 streams of the connection whose peer (ip:port, as grpc-js's getPeer) is given. */
   streamsOf(peer: string): number;
+  /** Bytes held in incomplete gRPC messages of guest streams now (0 without a bound). */
+  incompleteBytes(): number;
   close(): void;
 }
 
@@ -80,6 +96,10 @@ export async function listenGuest(
   const conns = new Map<string, Conn>();
   /** The connection being injected: grpc-js's http2 server makes its session synchronously. */
   let injecting: Conn | undefined;
+  // Registered after grpc-js's own handler: it sees each stream once grpc-js has taken it.
+  const incomplete = options.incomplete
+    ? boundIncompleteMessages(http2, options.incomplete, onRefused)
+    : undefined;
 
   const abuse = (c: Conn, reason: "stream_rate" | "early_reset") => {
     if (c.abused) return;
@@ -107,6 +127,7 @@ export async function listenGuest(
     });
     session.prependListener("stream", (stream) => {
       c.openStreams++;
+      c.streamed = true;
       const openedMs = nowMs();
       stream.once("close", () => {
         c.openStreams--;
@@ -114,7 +135,9 @@ export async function listenGuest(
         // ends a session with Close and a half-close (NO_ERROR), and cancels a stream rarely;
         // grpc-js answers each stream's headers at once, so "before any answer" never holds.
         const now = nowMs();
-        const reset = (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR;
+        // A stream the node reset itself (incomplete_bytes) is not the guest's reset.
+        const reset =
+          (stream.rstCode ?? 0) !== h2.NGHTTP2_NO_ERROR && !incomplete?.resetByNode(stream);
         const early = reset && now - openedMs < EARLY_RESET_MS;
         if (early && !c.abused && !guard.earlyReset(c.guarded, now)) abuse(c, "early_reset");
       });
@@ -146,10 +169,26 @@ export async function listenGuest(
       remote,
       session: undefined,
       openStreams: 0,
+      streamed: false,
       abused: false,
     };
     conns.set(remote, c);
+    const firstStream =
+      options.firstStreamTimeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            // Judged after the event loop has read the sockets once more: a busy loop runs
+            // timers before it reads the stream that may be waiting.
+            setImmediate(() => {
+              if (c.streamed || c.socket.destroyed) return;
+              onRefused("open_timeout", { remote, detail: "no HTTP/2 stream" });
+              c.session?.destroy();
+              c.socket.destroy();
+              socket.destroy();
+            });
+          }, options.firstStreamTimeoutMs).unref();
     socket.once("close", () => {
+      clearTimeout(firstStream);
       guard.closed(verdict);
       if (conns.get(remote) === c) conns.delete(remote);
     });
@@ -187,6 +226,7 @@ export async function listenGuest(
   return {
     port,
     streamsOf: (peer) => conns.get(peer)?.openStreams ?? 0,
+    incompleteBytes: () => incomplete?.totalBytes() ?? 0,
     close: () => server.close(),
   };
 }

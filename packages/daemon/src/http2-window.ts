@@ -13,8 +13,8 @@
 // Memory: Node hands the connection window back as bytes arrive (it only bounds bytes in
 // flight); a stream's window comes back only as the stream is read, and grpc-js stops reading a
 // stream once it holds a whole message its handler has not taken, so a paused stream holds at
-// most about one stream window (plus one incomplete message, up to guest.maxMessageBytes, which
-// grpc-js reads in full before it pauses). See docs/security.md.
+// most about one stream window (plus one incomplete message, which grpc-js reads in full before
+// it pauses: bounded by guest-memory.ts). See docs/security.md.
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import type * as grpc from "@grpc/grpc-js";
 import { invariant } from "@vgpu-ha/common";

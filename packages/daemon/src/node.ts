@@ -144,6 +144,7 @@ export class VgpuNode implements Supervisor {
       bos: () => this.role.counts().bos,
       vramUsedBytes: () => this.role.counts().vramUsed,
       vramTotalBytes: () => this.role.counts().vramTotal,
+      guestIncompleteBytes: () => this.guestServer?.incompleteBytes() ?? 0,
       replication: () => this.role.replicationGauges(),
       // The lease the primary serves under: the etcd lease's TTL in etcd mode.
       leaseDurationSeconds: () =>
@@ -394,6 +395,8 @@ export class VgpuNode implements Supervisor {
             guard: new GuestGuard(config.guest),
             nowMs: () => this.clock.monotonicMs(),
             onRefused: this.guestRefused,
+            incomplete: config.guest,
+            firstStreamTimeoutMs: config.guest.openTimeoutMs,
           },
           ...(this.tls && config.guest.tls !== "off"
             ? {

@@ -24,6 +24,8 @@ export interface GrpcServer {
    * only (0 otherwise).
    */
   streamsOf(peer: string): number;
+  /** Bytes held in incomplete gRPC messages of the port's streams (ports with a guard; else 0). */
+  incompleteBytes(): number;
   /** The health service's answer for this port's service and for "" (the whole server). */
   setServing(serving: boolean): void;
   stop(graceMs: number): Promise<void>;
@@ -103,7 +105,12 @@ export async function startGrpcServer(
   // a connection injector: so the HTTP/2 server behind it is known before the first connection.
   const { injector, http2 } = injectorWithServer(server);
   if (options.receiveWindow) raiseReceiveWindow(http2, options.receiveWindow);
-  let front: { port: number; close(): void; streamsOf?(peer: string): number };
+  let front: {
+    port: number;
+    close(): void;
+    streamsOf?(peer: string): number;
+    incompleteBytes?(): number;
+  };
   if (options.guard) {
     // Our listener counts and refuses per source; gRPC gets the stream.
     front = await listenGuest(listen, injector, http2, {
@@ -132,6 +139,7 @@ export async function startGrpcServer(
   return {
     port,
     streamsOf: (peer) => front.streamsOf?.(peer) ?? 0,
+    incompleteBytes: () => front.incompleteBytes?.() ?? 0,
     setServing,
     stop: (graceMs) =>
       new Promise<void>((resolve) => {

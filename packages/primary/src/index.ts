@@ -14,6 +14,14 @@ export type {
 } from "./core/guest-session-types.js";
 export { GuestSessions } from "./core/guest-sessions.js";
 export { IdleSessions, type SessionActivity } from "./core/idle-sessions.js";
+export {
+  type IncompleteMessageLimits,
+  type IncompleteMessageOverflow,
+  IncompleteMessages,
+  MessageFramer,
+  type StreamToReset,
+  type TrackedStream,
+} from "./core/incomplete-messages.js";
 export * from "./core/primary-etcd.js";
 export * from "./core/primary-machine.js";
 export * from "./core/primary-switchover.js";

@@ -15,15 +15,26 @@ export const GRPC_HEADERS = {
   te: "trailers",
 } as const;
 
-export function connectH2(target: string, tls?: AttackerTls): http2.ClientHttp2Session {
+/**
+ * `maxSessionMemoryMb`: what this client's HTTP/2 session may queue (Node's default, 10 MB,
+ * makes it reset its own streams while it writes large messages).
+ */
+export function connectH2(
+  target: string,
+  tls?: AttackerTls,
+  maxSessionMemoryMb?: number,
+): http2.ClientHttp2Session {
   const { host, port } = splitTarget(target);
   const from = attackerAddress(host);
+  const memory = maxSessionMemoryMb === undefined ? {} : { maxSessionMemory: maxSessionMemoryMb };
   if (!tls) {
     return http2.connect(`http://${target}`, {
+      ...memory,
       createConnection: () => connect({ host, port, ...from }),
     });
   }
   return http2.connect(`https://${target}`, {
+    ...memory,
     ...from,
     ca: readFileSync(tls.ca),
     cert: readFileSync(tls.cert),

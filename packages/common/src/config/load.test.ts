@@ -92,6 +92,28 @@ describe("config", () => {
       /guest\.newStreamBurstPerConnection: must be at least guest\.maxStreamsPerConnection/,
     ],
     [{ guest: { openTimeoutMs: 5 } }, /guest\.openTimeoutMs = 5/],
+    [
+      { guest: { maxIncompleteBytesPerSource: "32MiB" } },
+      /guest\.maxIncompleteBytesPerSource: must be at least guest\.maxMessageBytes/,
+    ],
+    [
+      { guest: { maxIncompleteBytesTotal: "256MiB" } },
+      /guest\.maxIncompleteBytesTotal: must be at least guest\.maxIncompleteBytesPerSource/,
+    ],
+    [
+      {
+        guest: {
+          maxMessageBytes: "1MiB",
+          maxIncompleteBytesPerSource: "1MiB",
+          maxIncompleteBytesBeforeOpen: "2MiB",
+        },
+      },
+      /guest\.maxIncompleteBytesBeforeOpen: must be at most guest\.maxIncompleteBytesPerSource/,
+    ],
+    [
+      { guest: { maxIncompleteBytesBeforeOpen: 1000 } },
+      /guest\.maxIncompleteBytesBeforeOpen = 1000/,
+    ],
     // Checked at start, not found at bind (#12).
     [
       { guest: { listen: "127.0.0.1:65536" } },

@@ -117,6 +117,18 @@ export const ConfigSchema = z
         streamWindowBytes: windowBytes.default(1024 ** 2),
         /** HTTP/2 receive window of each guest connection (bytes in flight on it). */
         connectionWindowBytes: windowBytes.default(4 * 1024 ** 2),
+        /**
+         * Bytes of an incomplete gRPC message a stream may make the node hold before its first
+         * message (Open) has arrived whole; past it the stream is reset (docs/security.md).
+         */
+        maxIncompleteBytesBeforeOpen: bytes(64 * 1024, 1024 ** 3).default(256 * 1024),
+        /**
+         * ...all streams of one source address together (what their decoders keep of the
+         * message each receives or received last); past it its largest is reset...
+         */
+        maxIncompleteBytesPerSource: bytes(64 * 1024, 2 ** 40).default(512 * 1024 ** 2),
+        /** ...and all guest streams of the node: past it, the hungriest source's largest. */
+        maxIncompleteBytesTotal: bytes(64 * 1024, 2 ** 40).default(1024 ** 3),
       })
       .prefault({}),
     ops: z
@@ -465,6 +477,19 @@ export const ConfigSchema = z
     message:
       "must be at least guest.maxStreamsPerConnection (a guest resuming all its sessions at once opens that many)",
     path: ["guest", "newStreamBurstPerConnection"],
+  })
+  .refine((c) => c.guest.maxIncompleteBytesPerSource >= c.guest.maxMessageBytes, {
+    message:
+      "must be at least guest.maxMessageBytes (one whole message of a session must fit while it arrives)",
+    path: ["guest", "maxIncompleteBytesPerSource"],
+  })
+  .refine((c) => c.guest.maxIncompleteBytesTotal >= c.guest.maxIncompleteBytesPerSource, {
+    message: "must be at least guest.maxIncompleteBytesPerSource",
+    path: ["guest", "maxIncompleteBytesTotal"],
+  })
+  .refine((c) => c.guest.maxIncompleteBytesBeforeOpen <= c.guest.maxIncompleteBytesPerSource, {
+    message: "must be at most guest.maxIncompleteBytesPerSource",
+    path: ["guest", "maxIncompleteBytesBeforeOpen"],
   })
   .refine((c) => c.limits.maxSessionsPerTenant <= c.limits.maxSessionsTotal, {
     message: "must be at most limits.maxSessionsTotal",
