@@ -25,6 +25,7 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
     // The simulator has no maintenance mode.
     maintenancePaused: () => false,
     adoptMaintenance: () => undefined,
+    deviceFailed: (failure) => deps.supervisor.deviceFailed(failure),
   };
   const driver: SimStandby = new StandbyDriver<GuestEnd, EtcdView>({
     receiver: {
@@ -70,12 +71,33 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
 }
 
 function noted(deps: SimRoleDeps, n: StandbyNote): void {
-  if (n.kind === "woke") deps.stats.selfPauseDetected++;
-  else if (n.kind === "ineligible") deps.stats.ineligibleExpiries++;
-  else if (n.kind === "etcdKeyAcquired") deps.stats.etcdKeyAcquired++;
-  else if (n.kind === "awaitingBacklog") deps.stats.takeoversAwaitingBacklog++;
-  else if (n.kind === "backlogApplied") deps.stats.backlogsApplied++;
-  else if (n.kind === "takeoverCalledOff") deps.stats.takeoversCalledOff++;
+  const { stats } = deps;
+  switch (n.kind) {
+    case "woke":
+      stats.selfPauseDetected++;
+      return;
+    case "ineligible":
+      stats.ineligibleExpiries++;
+      return;
+    case "etcdKeyAcquired":
+      stats.etcdKeyAcquired++;
+      return;
+    case "awaitingBacklog":
+      stats.takeoversAwaitingBacklog++;
+      deps.backlogWaitBegan();
+      return;
+    case "backlogApplied":
+      stats.backlogsApplied++;
+      return;
+    case "takeoverCalledOff":
+      stats.takeoversCalledOff++;
+      return;
+    case "deviceFailed":
+      if (n.takeoverDropped) stats.takeoversDroppedForDevice++;
+      return;
+    default:
+      return;
+  }
 }
 
 function receiverEvent(

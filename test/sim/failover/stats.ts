@@ -40,6 +40,12 @@ export interface FailoverStats {
   recoveriesAwaitingBacklog: number;
   /** Takeovers waiting for the backlog called off: the old primary spoke (peer mode). */
   takeoversCalledOff: number;
+  /** Standby devices failed by the plan (params deviceFailure) during a backlog wait. */
+  standbyDevicesFailed: number;
+  /** Takeovers that waited for a device that failed: given up, never promoted with it. */
+  takeoversDroppedForDevice: number;
+  /** Nodes that exited because their device failed (restarted later, as systemd would). */
+  deviceFailureExits: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -104,6 +110,9 @@ export function emptyFailoverStats(): FailoverStats {
     takeoversMidSnapshot: 0,
     recoveriesAwaitingBacklog: 0,
     takeoversCalledOff: 0,
+    standbyDevicesFailed: 0,
+    takeoversDroppedForDevice: 0,
+    deviceFailureExits: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,
