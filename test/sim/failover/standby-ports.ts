@@ -122,11 +122,22 @@ function receiverEvent(
       return;
     case "foreignReplica":
       deps.stats.foreignReplicasDropped++;
+      if (lineageOnly(e.detail)) deps.stats.foreignByLineageOnly++;
       if (replaced !== undefined) deps.checker.replaced(deps.node, replaced, r.epoch);
       return;
     default:
       return;
   }
+}
+
+/**
+ * A foreign replica told by its lineage alone: the replica a snapshot kept, or one no longer
+ * than the primary's log (before lineages, only a longer one was caught).
+ */
+function lineageOnly(detail: string): boolean {
+  if (detail.startsWith("kept replica of lineage")) return true;
+  const m = /^lineage .* \(received (\d+), the primary's last seq (\d+)\)$/.exec(detail);
+  return m !== null && Number(m[1]) <= Number(m[2]);
 }
 
 /** A simulated stream as the Link the shipped shells take (it never reports a full buffer). */

@@ -34,6 +34,8 @@ export interface FailoverStats {
   staleEpochRefusals: number;
   /** Replicas a standby dropped as another history than its primary's (foreignReplica). */
   foreignReplicasDropped: number;
+  /** Of those, told by their lineage alone (no longer than the primary's log, or a kept one). */
+  foreignByLineageOnly: number;
   /** Takeovers with the replica a snapshot in progress was replacing (the best state left). */
   takeoversMidSnapshot: number;
   /** Recovery takeovers put off because the device had a backlog to apply first. */
@@ -107,6 +109,7 @@ export function emptyFailoverStats(): FailoverStats {
     primariesMet: 0,
     staleEpochRefusals: 0,
     foreignReplicasDropped: 0,
+    foreignByLineageOnly: 0,
     takeoversMidSnapshot: 0,
     recoveriesAwaitingBacklog: 0,
     takeoversCalledOff: 0,
