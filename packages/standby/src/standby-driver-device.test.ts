@@ -4,13 +4,16 @@
 // a failed device answers no afterDevice), the takeover is given up and the node is told once
 // (Supervisor.deviceFailed); failing while idle (its done seq then says complete), the expiry
 // that follows promotes nothing; and a device that completes its backlog still takes over.
-import { REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common";
 import { Backend, ManualExecutor } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import type { StandbyNote } from "./core/standby-machine.js";
 import { StandbyDriver } from "./standby-driver.js";
-import { ManualTimers, streamTo } from "./testing/manual-timers.js";
-import { deviceTestOptions as options, primaryOfFive } from "./testing/test-primary.js";
+import { ManualTimers, streamTo } from "./testing/driver-ports.js";
+import {
+  deviceTestOptions as options,
+  primaryOfFive,
+  testPrimaryHello,
+} from "./testing/test-primary.js";
 
 const LEASE = { leaseMs: 300, heartbeatMs: 100, driftMarginMs: 10, maxDriftRatio: 0.001 };
 
@@ -49,16 +52,7 @@ function granted() {
   driver.start();
   const send = streamTo(driver);
   const p = primaryOfFive();
-  const protocolVersion = REPLICATION_PROTOCOL_VERSION;
-  send({
-    kind: "hello",
-    epoch: 6,
-    clusterId: "c",
-    nodeId: "a",
-    firstRetainedSeq: 1,
-    lastSeq: 0,
-    protocolVersion,
-  });
+  send(testPrimaryHello({ epoch: 6 }));
   send({ kind: "entries", epoch: 6, entries: p.entries }); // no hold: all to the device
   send({ kind: "heartbeat", epoch: 6, sentUs: 1, lastSeq: 5, syncReplica: true });
   expect(driver.receiver.eligible).toBe(true);

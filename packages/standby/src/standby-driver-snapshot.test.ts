@@ -5,7 +5,7 @@
 // the replica the snapshot was replacing plus the held entries, applied by its device first —
 // without recursing in awaitDevice (it overflowed the stack), on an inline device or one that
 // completes later.
-import { type ClusterRecord, type PeerView, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common";
+import type { ClusterRecord, PeerView } from "@vgpu-ha/common";
 import {
   Backend,
   computeDigest,
@@ -17,8 +17,12 @@ import {
 import { describe, expect, it } from "vitest";
 import type { EtcdReading } from "./core/standby-machine.js";
 import { StandbyDriver } from "./standby-driver.js";
-import { ManualTimers, streamTo } from "./testing/manual-timers.js";
-import { deviceTestOptions as options, primaryOfFive } from "./testing/test-primary.js";
+import { ManualTimers, streamTo } from "./testing/driver-ports.js";
+import {
+  deviceTestOptions as options,
+  primaryOfFive,
+  testPrimaryHello,
+} from "./testing/test-primary.js";
 
 const LEASE = { leaseMs: 300, heartbeatMs: 100, driftMarginMs: 10, maxDriftRatio: 0.001 };
 const POLL_MS = 50;
@@ -88,15 +92,7 @@ describe.each(["inline", "later"] as const)("a standby mid-snapshot (%s device)"
     const s = scenario(device);
     const p = primaryOfFive();
     const send = streamTo(s.driver);
-    send({
-      kind: "hello",
-      epoch: 6,
-      clusterId: "c",
-      nodeId: "a",
-      firstRetainedSeq: 1,
-      lastSeq: 0,
-      protocolVersion: REPLICATION_PROTOCOL_VERSION,
-    });
+    send(testPrimaryHello({ epoch: 6 }));
     expect(s.driver.link.connected).toBe(true);
     send({ kind: "entries", epoch: 6, entries: p.entries, primaryDoneSeq: 2 }); // 3..5 held
     s.runDevice();

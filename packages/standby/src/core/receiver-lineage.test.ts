@@ -5,10 +5,14 @@
 // a replica longer than the primary's log is dropped, as before; a snapshot installs its
 // primary's lineage, which the standby's hello then carries; and during a snapshot, the kept
 // replica of another lineage is dropped while the snapshot goes on.
-import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common/core";
+import type { StandbyMessage } from "@vgpu-ha/common/core";
 import { Backend, SnapshotSource } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
-import { deviceTestOptions as options, primaryOfFive } from "../testing/test-primary.js";
+import {
+  deviceTestOptions as options,
+  primaryOfFive,
+  testPrimaryHello,
+} from "../testing/test-primary.js";
 import { Receiver } from "./receiver.js";
 
 /** A replica of lineage `lineage` that received and applied seqs 1..5 from a primary of it. */
@@ -23,15 +27,8 @@ function replicaOf(lineage: string) {
   return { r, p };
 }
 
-const hello = (lastSeq: number, lineage?: string): Extract<PrimaryMessage, { kind: "hello" }> => ({
-  kind: "hello",
-  epoch: 2,
-  clusterId: "c",
-  nodeId: "a",
-  firstRetainedSeq: 1,
-  lastSeq,
-  ...(lineage === undefined ? {} : { lineage }),
-});
+const hello = (lastSeq: number, lineage?: string) =>
+  testPrimaryHello({ lastSeq, ...(lineage === undefined ? {} : { lineage }) });
 
 const helloOf = (m: StandbyMessage) => m as Extract<StandbyMessage, { kind: "hello" }>;
 const events = (r: Receiver) => r.takeEvents().map((e) => `${e.kind}: ${e.detail}`);
