@@ -6,6 +6,7 @@ import os from "node:os";
 import { otherBuild } from "./before-build.js";
 import { type Cluster, startPair, startStandalone } from "./cluster.js";
 import { CALL_WINDOW, type CpuUse, latency, smallCalls } from "./guest-workload.js";
+import { nodeUsPerCall } from "./replication-modes.js";
 import type { Metric } from "./report.js";
 import { inRounds, medianRatio, roundsFromEnv } from "./rounds.js";
 import { median } from "./timing.js";
@@ -84,6 +85,11 @@ export function beforeMetrics(r: BeforeAfter): Metric[] {
           unit: `calls/s (median of ${rounds.length}; node ${cpu((u) => u.nodePcts[0]!).toFixed(0)} %, machine ${cpu((u) => u.machinePct).toFixed(0)} % of ${os.cpus().length * 100})`,
         },
         {
+          name: `${setup}_small_calls_8_node_cpu_us_per_call_${which}`,
+          value: median(rounds.map((x) => nodeUsPerCall(x.calls8))),
+          unit: "CPU us of the serving node (standalone or primary) per call",
+        },
+        {
           name: `${setup}_call_latency_p50_us_${which}`,
           value: median(rounds.map((x) => x.latency.p50)),
           unit: "us",
@@ -104,7 +110,17 @@ export function beforeMetrics(r: BeforeAfter): Metric[] {
         : {}),
     });
   }
+  // The modes phase's sync_node_bound_small_calls_8 of each build, from these rounds.
+  for (const which of BUILDS) {
+    const nodeUs = (setup: Setup) =>
+      median(r.rounds[`${setup}_${which}`].map((x) => nodeUsPerCall(x.calls8)));
+    out.push({
+      name: `sync_node_bound_small_calls_8_${which}`,
+      value: nodeUs("standalone") / nodeUs("sync"),
+      unit: "ratio (standalone node CPU per call over the sync primary's)",
+    });
+  }
   return out;
 }
 
-export const BEFORE_NOTE = `before: this build ("now") against the build given by --before (default ${DEFAULT_BEFORE}; see data.before.before), standalone and a sync pair of each, side by side; per round and set-up: small calls (fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms) then one fence at a time for ${LATENCY_MS} ms; ${ROUNDS} rounds in rotating order; medians of rounds; now_over_before = median of per-round ratios`;
+export const BEFORE_NOTE = `before: this build ("now") against the build given by --before (default ${DEFAULT_BEFORE}; see data.before.before), standalone and a sync pair of each, side by side; per round and set-up: small calls (fences, ${SESSIONS} sessions x ${CALL_WINDOW} outstanding, ${CALL_DURATIONS.warmupMs} ms warm-up + ${CALL_DURATIONS.measureMs} ms) then one fence at a time for ${LATENCY_MS} ms; ${ROUNDS} rounds in rotating order; medians of rounds; now_over_before = median of per-round ratios; node_cpu_us_per_call = CPU of the serving node / calls; sync_node_bound_small_calls_8_{now,before} = standalone node CPU per call over the sync primary's, each build's own (as the modes phase's field)`;

@@ -159,7 +159,7 @@ const cpuUsPerCall = (m: Measured) =>
   ((m.clientPct + m.nodePcts.reduce((a, b) => a + b, 0)) / 100 / m.perSecond) * 1e6;
 
 /** CPU of the node serving guests (standalone or primary) per call, µs. */
-const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e6;
+export const nodeUsPerCall = (m: Measured) => (m.nodePcts[0]! / 100 / m.perSecond) * 1e6;
 
 const atLeast = (value: number): Target => ({ kind: "atLeast", value });
 

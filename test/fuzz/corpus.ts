@@ -18,6 +18,7 @@ import {
   type StandbyMessage,
   wire,
 } from "@vgpu-ha/common";
+import { FRAME, frameOf, PAGES_MAGIC, refusedPayload } from "@vgpu-ha/daemon";
 
 export const CALLS: readonly Call[] = [
   { op: "contextCreate" },
@@ -229,3 +230,43 @@ export const STANDBY_SEEDS: readonly Uint8Array[] = (
     { kind: "error", epoch: 3, code: ErrorCode.STALE_EPOCH, message: "old" },
   ] satisfies StandbyMessage[]
 ).map((m) => toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(m)));
+
+/** The pages socket's two directions, valid (daemon/src/roles/snapshot-pull-frames.ts). */
+export const PAGES_SEEDS: readonly Uint8Array[] = (() => {
+  const chunk = toBinary(
+    wire.PrimaryMessageSchema,
+    encodePrimaryMessage({
+      kind: "snapshot",
+      epoch: 3,
+      chunk: {
+        snapshotId: 2,
+        atSeq: 9,
+        index: 1,
+        last: true,
+        meta: undefined,
+        pages: [{ context: 1, bo: 2, firstPage: 0, data: new Uint8Array(64).fill(7) }],
+      },
+    }),
+  );
+  const hello = toBinary(
+    wire.StandbyMessageSchema,
+    encodeStandbyMessage({
+      kind: "hello",
+      epoch: 3,
+      clusterId: "c",
+      nodeId: "b",
+      empty: true,
+      lastAppliedSeq: 0,
+      snapshotId: 2,
+      snapshotChunk: 1,
+      protocolVersion: REPLICATION_PROTOCOL_VERSION,
+      pullsSnapshots: true,
+    }),
+  );
+  const join = (...parts: Uint8Array[]) => Uint8Array.from(Buffer.concat([PAGES_MAGIC, ...parts]));
+  return [
+    join(frameOf(FRAME.accepted), frameOf(FRAME.chunk, chunk), frameOf(FRAME.end)),
+    join(frameOf(FRAME.refused, refusedPayload(37, "pull of snapshot 2 chunk 1; sending none"))),
+    join(frameOf(FRAME.hello, hello)),
+  ];
+})();

@@ -20,6 +20,14 @@ import {
   unpackEntries,
   wire,
 } from "@vgpu-ha/common";
+import {
+  FRAME,
+  type Frame,
+  FrameError,
+  FrameReader,
+  HELLO_BYTES_MAX,
+  parseRefused,
+} from "@vgpu-ha/daemon";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
 import { backendOptionsFor, generateWorkload, type Workload } from "@vgpu-ha/gpu-model/testing";
 import { Sender, Sequencer } from "@vgpu-ha/primary";
@@ -34,6 +42,7 @@ import {
   PACKED_SEEDS,
   PACKED_STREAM_FIRST,
   PACKED_STREAM_SEEDS,
+  PAGES_SEEDS,
   STANDBY_SEEDS,
   STRANGER_SEEDS,
 } from "./corpus.js";
@@ -567,6 +576,78 @@ const hostileTenantSequences: FuzzTarget = {
     ) as unknown as Prop,
 };
 
+// ---- the pages socket's frames (daemon/src/roles/snapshot-pull-frames.ts) ----
+
+const PAGES_CHUNK_BYTES_MAX = 4096;
+const PAGES_ACCEPTS = {
+  standby: {
+    [FRAME.accepted]: 0,
+    [FRAME.refused]: 1028,
+    [FRAME.chunk]: PAGES_CHUNK_BYTES_MAX,
+    [FRAME.end]: 0,
+  },
+  primary: { [FRAME.hello]: HELLO_BYTES_MAX },
+} as const;
+
+/** Frames read from `bytes` delivered in pieces cut at `cuts`: the frames, or the error. */
+function readPages(
+  accepts: Partial<Record<number, number>>,
+  bytes: Uint8Array,
+  cuts: readonly number[],
+): Frame[] | FrameError {
+  const reader = new FrameReader({ accepts });
+  const frames: Frame[] = [];
+  let at = 0;
+  for (const cut of [
+    ...cuts.map((c) => c % (bytes.byteLength + 1)).sort((a, b) => a - b),
+    bytes.byteLength,
+  ]) {
+    if (cut < at) continue;
+    const r = reader.push(bytes.subarray(at, cut));
+    if (r instanceof FrameError) return r;
+    frames.push(...r);
+    at = cut;
+  }
+  return frames;
+}
+
+const pagesFrames: FuzzTarget = {
+  name: "pages-frames",
+  defaultRuns: 1000,
+  property: () =>
+    fc.property(
+      hostileBytes(PAGES_SEEDS),
+      fc.array(fc.nat(), { maxLength: 6 }),
+      fc.constantFrom("standby" as const, "primary" as const),
+      (bytes, cuts, end) => {
+        const accepts: Partial<Record<number, number>> = PAGES_ACCEPTS[end];
+        const whole = readPages(accepts, bytes, []);
+        const split = readPages(accepts, bytes, cuts);
+        // However the bytes arrive, the same frames (or the same refusal).
+        check(
+          whole instanceof FrameError === split instanceof FrameError,
+          "split changed the outcome",
+        );
+        if (whole instanceof FrameError || split instanceof FrameError) return;
+        check(whole.length === split.length, "split changed the frames");
+        whole.forEach((f, i) => {
+          const max = accepts[f.kind];
+          check(max !== undefined && f.payload.byteLength <= max, "a frame over its bound");
+          check(Buffer.from(f.payload).equals(split[i]!.payload), "split changed a payload");
+          if (f.kind === FRAME.refused && f.payload.byteLength >= 4) parseRefused(f.payload);
+          if (f.kind === FRAME.chunk) {
+            const m = parse(() => fromBinary(wire.PrimaryMessageSchema, f.payload));
+            if (m) check(typeof decodePrimaryMessage(m) === "object", "chunk decode");
+          }
+          if (f.kind === FRAME.hello) {
+            const m = parse(() => fromBinary(wire.StandbyMessageSchema, f.payload));
+            if (m) check(typeof decodeStandbyMessage(m) === "object", "hello decode");
+          }
+        });
+      },
+    ) as unknown as Prop,
+};
+
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   guestDecoder,
   replicationDecoders,
@@ -578,4 +659,5 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   entriesFromPrimary,
   answersToPrimary,
   hostileTenantSequences,
+  pagesFrames,
 ];

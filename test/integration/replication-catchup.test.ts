@@ -5,11 +5,12 @@
 // over from scratch; after a cut in the middle of a snapshot, by resuming that snapshot; and
 // after a SIGKILL under load and a restart, by a new snapshot. The link goes through a
 // TCP proxy so it can be cut, and so the primary keeps one peer address across restarts.
-// The standby pulls the snapshot's pages from the primary (PullSnapshot) through a second
+// The standby pulls the snapshot's pages from the primary (the pages socket) through a second
 // proxy: a pull cut part way is reopened from the chunk the standby reached, the same snapshot
 // (TLS: tls.test.ts).
 // In sync mode only: a catch-up (snapshot, resume from the retained log) ships and applies
 // the same in every replication mode, and the grant that ends it rests on the applied seq in all.
+import { readFileSync } from "node:fs";
 import { buf, Session, u32 } from "@vgpu-ha/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GuestLoad } from "../support/guest-workload.js";
@@ -208,6 +209,11 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     const s = await status(standby);
     expect(cutAt).toBeGreaterThan(1);
     expect(s.replication!.snapshotPulls).toBeGreaterThanOrEqual(2);
+    // Over the pages socket (plaintext: routed by its first byte), not PullSnapshot.
+    const log = readFileSync(pair.primary.logFile, "utf8");
+    const overSocket = (l: string) =>
+      l.includes("snapshot pull opened") && l.includes('"remote":"pages:');
+    expect(log.split("\n").some(overSocket)).toBe(true);
     expect((await pair.verify()).equal).toBe(true);
   });
 

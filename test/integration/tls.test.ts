@@ -99,7 +99,10 @@ describe("mutual TLS between the nodes", () => {
     await s.close();
     const r = (await status(standby)).replication!;
     expect(r.snapshotPulls).toBeGreaterThanOrEqual(2);
-    expect(logOf(p.primary)).toContain("snapshot pull opened");
+    // Opened over the pages socket (routed by ALPN on the replication port), not PullSnapshot.
+    const overSocket = (l: string) =>
+      l.includes("snapshot pull opened") && l.includes('"remote":"pages:');
+    expect(logOf(p.primary).split("\n").some(overSocket)).toBe(true);
     const m = await metrics(p.primary);
     expect(m.get("vgpu_snapshots_total", { event: "started" })).toBe(1);
     expect(m.get("vgpu_snapshots_total", { event: "completed" })).toBe(1);

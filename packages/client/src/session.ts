@@ -19,6 +19,7 @@ import {
   wire,
 } from "@vgpu-ha/common";
 import { type GuestTls, grpcDialer, guestChannel, refusalError } from "./connection.js";
+import { CopyRing } from "./copy-ring.js";
 import { type NodeRefusal, SessionMachine, type SessionStep } from "./core/session-machine.js";
 import { SessionClosedError } from "./errors.js";
 import { FrameWindow } from "./frame-window.js";
@@ -71,6 +72,18 @@ export interface SessionOptions {
 }
 
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/**
+ * The ring dmaWrite copies are cut from (allocated at a session's first dmaWrite): 4 MiB holds
+ * 64 writes of 64 KiB in flight; writes beyond it get buffers of their own.
+ */
+const DMA_COPY_RING_BYTES = 4 * 1024 * 1024;
+/**
+ * Bytes of frames one message carries, about (small frames are packed up to maxFramesPerMessage
+ * far below it). The node decodes a message only once all of it has arrived, so sixteen 64 KiB
+ * writes in one 1 MiB message leave it idle while they travel, then busy while nothing does;
+ * messages of at most 256 KiB keep both ends working (docs/benchmarks.md, "DMA 64 KiB").
+ */
+const MESSAGE_BYTES_TARGET = 256 * 1024;
 
 export class Session extends SessionCalls {
   private readonly machine: SessionMachine;
@@ -78,6 +91,8 @@ export class Session extends SessionCalls {
   private readonly ports: SessionPorts;
   private conn: OpenedStream | undefined;
   private window = new FrameWindow(0);
+  /** The copies of dmaWrite data while their frames are unanswered. */
+  private readonly copies = new CopyRing(DMA_COPY_RING_BYTES);
   private readonly maxInFlight: number;
   private readonly maxPerMessage: number;
   private flushScheduled = false;
@@ -287,9 +302,19 @@ export class Session extends SessionCalls {
    */
   call(call: Call): Promise<CallResult> {
     this.flushStores();
-    const owned: Call =
-      call.op === "dmaWrite" ? { ...call, data: Uint8Array.prototype.slice.call(call.data) } : call;
-    return this.enqueue({ kind: "call", call: owned });
+    if (call.op !== "dmaWrite") return this.enqueue({ kind: "call", call });
+    const refused = this.refusal({ kind: "call", call });
+    if (refused) return Promise.reject(refused);
+    // The copy is released when its frame settles; frames settle in order (copy-ring.ts).
+    const owned: Call = { ...call, data: this.copies.copy(call.data) };
+    return new Promise<CallResult>((resolve, reject) => {
+      this.window.add({ kind: "call", call: owned }, (outcome) => {
+        this.copies.releaseOldest();
+        if (outcome instanceof Error) reject(outcome);
+        else resolve(outcome);
+      });
+      this.scheduleSend();
+    });
   }
 
   /** Sends one store batch as a frame (after any pending mapped-buffer stores); its result. */
@@ -312,12 +337,18 @@ export class Session extends SessionCalls {
   }
 
   private enqueue(body: FrameBody): Promise<CallResult> {
-    if (this.closedError) return Promise.reject(this.closedError);
-    const invalid = body.kind === "call" ? invalidCall(body.call) : invalidStores(body.batch);
-    if (invalid !== null) return Promise.reject(new VgpuError(ErrorCode.MALFORMED, invalid));
+    const refused = this.refusal(body);
+    if (refused) return Promise.reject(refused);
     const result = this.window.push(body);
     this.scheduleSend();
     return result;
+  }
+
+  /** Why a frame is refused before it is queued (the session closed, or the frame is invalid). */
+  private refusal(body: FrameBody): Error | undefined {
+    if (this.closedError) return this.closedError;
+    const invalid = body.kind === "call" ? invalidCall(body.call) : invalidStores(body.batch);
+    return invalid === null ? undefined : new VgpuError(ErrorCode.MALFORMED, invalid);
   }
 
   private scheduleSend(): void {
@@ -333,12 +364,16 @@ export class Session extends SessionCalls {
   private send(): void {
     const conn = this.conn;
     if (conn === undefined) return;
-    const budget = (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) / 2;
+    const budget = Math.min(
+      MESSAGE_BYTES_TARGET,
+      (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) / 2,
+    );
     for (;;) {
       const room = Math.min(this.maxPerMessage, this.maxInFlight - this.window.inFlight);
       if (room <= 0) return;
-      // Several frames per message, but never more bytes than half the message limit (a
-      // resend after failover may find many large frames waiting).
+      // Several frames per message, but about MESSAGE_BYTES_TARGET of them at most (and never
+      // more than half the message limit: a resend after failover may find many large frames
+      // waiting). A frame larger than that goes alone.
       const frames = this.window.takeUnsent(room, budget, frameBytes);
       if (frames.length === 0) return;
       conn.stream.send(

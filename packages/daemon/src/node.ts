@@ -18,13 +18,14 @@ import {
   type PeerView,
   peerChannel,
   resyncProgress,
+  type StandbyMessage,
   type Supervisor,
   systemClock,
   type TlsFiles,
   VgpuError,
 } from "@vgpu-ha/common";
 import type { DeviceFailure } from "@vgpu-ha/gpu-model";
-import { GuestGuard } from "@vgpu-ha/primary";
+import { GuestGuard, type PullStream } from "@vgpu-ha/primary";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
 import { type DeviceSetup, deviceStatus, setUpDevice } from "./device/device-setup.js";
@@ -45,6 +46,7 @@ import { PrimaryRole, type Takeover } from "./roles/primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./roles/role.js";
 import { daemonRoles } from "./roles/role-factory.js";
 import { type PullCall, pullStreamOf } from "./roles/snapshot-pull-grpc.js";
+import { servePagesSocket } from "./roles/snapshot-pull-serve.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
 import { EpochStore } from "./state/epoch-store.js";
@@ -259,12 +261,17 @@ export class VgpuNode implements Supervisor {
   /** A standby pulls snapshot pages: only a primary serves that (its driver decides). */
   private servePull(call: PullCall): void {
     const { request, stream } = pullStreamOf(call);
+    this.serveSnapshotPull(request, stream, call.getPeer());
+  }
+
+  /** A pull over PullSnapshot or the pages socket (roles/snapshot-pull-serve.ts). */
+  private serveSnapshotPull(request: StandbyMessage | Error, stream: PullStream, remote: string) {
     if (this.role.pullSnapshot === undefined) {
       stream.fail(ErrorCode.NOT_PRIMARY, `this node is ${this.role.name}`);
     } else if (request instanceof Error) {
       stream.fail(ErrorCode.MALFORMED, request.message);
     } else {
-      this.role.pullSnapshot(request, stream, call.getPeer());
+      this.role.pullSnapshot(request, stream, remote);
     }
   }
 
@@ -309,6 +316,7 @@ export class VgpuNode implements Supervisor {
       supervisor: this,
       arbiter: this.arbiter,
       peerChannel: this.peer,
+      ...(this.tls ? { peerTls: this.tls } : {}),
       guestRefused: this.guestRefused,
       refusals: this.refusals,
       // The roles' heartbeats use it in peer mode; in etcd mode it keeps the etcd lease.
@@ -414,6 +422,11 @@ export class VgpuNode implements Supervisor {
           }),
           {
             receiveWindow: config.replication,
+            // The snapshot's pages socket, on this port (roles/snapshot-pull-serve.ts).
+            pages: (socket) =>
+              servePagesSocket(socket, (request, stream, remote) =>
+                this.serveSnapshotPull(request, stream, remote),
+              ),
             ...(this.tls
               ? {
                   tls: {

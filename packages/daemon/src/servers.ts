@@ -7,13 +7,14 @@
 // node starts, on the other role, and once it stops). The node sets them on each role change.
 
 import type { Http2Server } from "node:http2";
-import { createServer as createNetServer } from "node:net";
+import { createServer as createNetServer, type Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { addService, invariant, type ServiceHandlers, wire } from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
 import { type GuestListenerOptions, listenGuest } from "./guest-listener.js";
 import { http2ServersOf, type ReceiveWindow, raiseReceiveWindow } from "./http2-window.js";
 import { listenOn } from "./listen-on.js";
+import { PAGES_MAGIC } from "./roles/snapshot-pull-frames.js";
 import { listenTls, type TlsPortOptions } from "./tls-listener.js";
 
 export interface GrpcServer {
@@ -52,6 +53,12 @@ export interface PortOptions {
   readonly guard?: Omit<GuestListenerOptions, "tls">;
   /** HTTP/2 receive windows of each accepted connection (http2-window.ts); 64 KiB if left out. */
   readonly receiveWindow?: ReceiveWindow;
+  /**
+   * The replication port's second protocol, the snapshot's pages socket: a TLS client that
+   * chose its ALPN protocol, or a plaintext one whose first byte is PAGES_MAGIC's (HTTP/2's
+   * preface starts "P"), is handed here instead of to gRPC. Not with a guard.
+   */
+  readonly pages?: (socket: Socket) => void;
 }
 
 /**
@@ -80,6 +87,7 @@ export async function startGrpcServer(
         }
       : {}),
   });
+  invariant(!(options.pages && options.guard), "a guarded port serves no pages socket");
   register(server);
   const health = new HealthImplementation({
     "": "NOT_SERVING",
@@ -104,14 +112,20 @@ export async function startGrpcServer(
     });
   } else if (options.tls) {
     // TLS is terminated in front (to see refused handshakes); gRPC gets the decrypted stream.
-    front = await listenTls(listen, injector, options.tls);
+    front = await listenTls(listen, injector, {
+      ...options.tls,
+      ...(options.pages ? { pages: options.pages } : {}),
+    });
   } else {
     // Nagle off: grpc-js's own listener (bindAsync) leaves it on, and a standby's small ack
     // written while its previous one is unacknowledged then waits for the primary's delayed TCP
     // ACK (docs/gpu.md: the sync gemm pair's 86-121 ms stalls). Tried in 84122b5 and reverted
     // in 72d9522 after hostile.test.ts sessions-400 failed there; it passes with this listener
     // (docs/benchmarks.md, "DMA 64 KiB").
-    const plain = createNetServer({ noDelay: true }, (socket) => injector.injectConnection(socket));
+    const pages = options.pages;
+    const plain = createNetServer({ noDelay: true }, (socket) =>
+      pages ? routeByFirstByte(socket, injector, pages) : injector.injectConnection(socket),
+    );
     front = { port: await listenOn(plain, listen), close: () => plain.close() };
   }
   const port = front.port;
@@ -133,6 +147,31 @@ export async function startGrpcServer(
         });
       }),
   };
+}
+
+/** A plaintext replication client that has sent nothing by then is dropped. */
+const FIRST_BYTE_TIMEOUT_MS = 10_000;
+
+/**
+ * Reads a plaintext connection's first bytes and gives the socket, those bytes put back, to
+ * the pages server (PAGES_MAGIC) or to gRPC (anything else: its HTTP/2 preface).
+ */
+function routeByFirstByte(
+  socket: Socket,
+  injector: grpc.ConnectionInjector,
+  pages: (socket: Socket) => void,
+): void {
+  socket.on("error", () => undefined); // a reset before the first byte: nothing to tell
+  // Every client speaks first (HTTP/2's preface, the pages magic): one that does not is dropped.
+  const silent = setTimeout(() => socket.destroy(), FIRST_BYTE_TIMEOUT_MS);
+  socket.once("close", () => clearTimeout(silent));
+  socket.once("data", (first: Buffer) => {
+    clearTimeout(silent);
+    socket.pause();
+    socket.unshift(first);
+    if (first[0] === PAGES_MAGIC[0]) pages(socket);
+    else injector.injectConnection(socket);
+  });
 }
 
 export const guestService = (handlers: ServiceHandlers<typeof wire.Guest>): ServiceRegistrar =>

@@ -4,13 +4,16 @@
 // the CA, refuses a connection whose certificate is missing (when required), not signed by
 // the CA, or does not name the expected peer, and hands each accepted connection to the gRPC
 // server (its connection injector), where handlers can read the verified certificate
-// (call.getAuthContext()).
+// (call.getAuthContext()). A port that also serves the snapshot's pages socket offers its
+// ALPN protocol (PAGES_ALPN) before h2: a connection that chose it goes, after the same checks,
+// to the pages server instead (roles/snapshot-pull-serve.ts).
 
 import { createServer, type TLSSocket, type Server as TlsServer } from "node:tls";
 import type * as grpc from "@grpc/grpc-js";
 import { certificateNames, type TlsFiles } from "@vgpu-ha/common";
 import { listenOn } from "./listen-on.js";
 import { rateLimitedWarn, type WarnLog } from "./refusal-log.js";
+import { PAGES_ALPN } from "./roles/snapshot-pull-frames.js";
 
 export type TlsRefusalReason = "handshake" | "certificate" | "identity";
 
@@ -22,6 +25,8 @@ export interface TlsPortOptions {
   readonly peerName?: string;
   /** Called for every connection refused, with why. */
   readonly onRefused: (reason: TlsRefusalReason, detail: string, remote: string) => void;
+  /** Serves connections whose client chose PAGES_ALPN (the replication port's pages socket). */
+  readonly pages?: (socket: TLSSocket) => void;
 }
 
 /** A client that has not finished its handshake by then is dropped. */
@@ -57,7 +62,7 @@ export function createTlsServer(
     key: files.key,
     requestCert: true,
     rejectUnauthorized: options.clientCertificates === "required",
-    ALPNProtocols: ["h2"],
+    ALPNProtocols: options.pages ? [PAGES_ALPN, "h2"] : ["h2"],
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
   });
   const remoteOf = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) =>
@@ -86,7 +91,8 @@ export function createTlsServer(
         return;
       }
     }
-    accepted(socket);
+    if (options.pages && socket.alpnProtocol === PAGES_ALPN) options.pages(socket);
+    else accepted(socket);
   });
   return server;
 }

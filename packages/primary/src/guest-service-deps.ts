@@ -36,7 +36,10 @@ export interface GuestServiceDeps {
    * -1 to hold every reply (a primary without its lease), undefined to release at once.
    */
   readonly replicatedSeq: () => number | undefined;
-  /** Called after each guest message was applied (to schedule MMIO flush and sending). */
+  /**
+   * Called after guest messages were applied (to schedule MMIO flush and sending): once per
+   * deferral (`defer`), for every message served before it, and after a session is ended.
+   */
   readonly afterApply?: () => void;
   /** Where guests should go instead, for NOT_PRIMARY. */
   readonly redirect?: () => string;

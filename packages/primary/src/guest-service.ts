@@ -60,6 +60,8 @@ export class GuestService implements GuestPort<GuestLink> {
   private readonly fair = new FairQueue<GuestLink>();
   private readonly scheduled = new Set<GuestLink>();
   private turnScheduled = false;
+  /** afterApply is due once the messages read in this turn of the event loop are served. */
+  private afterApplyScheduled = false;
   /** Each tenant's budget of refused frames. */
   private readonly budgets: RefusalBudgets;
   /** Streams of tenants out of refusal budget, waiting for it to refill. */
@@ -115,7 +117,7 @@ export class GuestService implements GuestPort<GuestLink> {
 
   /** Work received and not served yet (waiting for a turn or for a tenant's budget). */
   get busy(): boolean {
-    return this.turnScheduled || this.parkTimer !== undefined;
+    return this.turnScheduled || this.afterApplyScheduled || this.parkTimer !== undefined;
   }
 
   get openStreams(): number {
@@ -232,11 +234,26 @@ export class GuestService implements GuestPort<GuestLink> {
       this.perform();
       if (this.cpuMs() - start >= TURN_MS) break;
     }
-    if (served) this.deps.afterApply?.();
+    if (served) this.appliedSoon();
     if (!this.fair.empty && !this.turnScheduled) {
       this.turnScheduled = true;
       (this.deps.defer ?? setImmediate)(() => this.turn());
     }
+  }
+
+  /**
+   * Tells the host (afterApply: send to the standby, release replies) once for every guest
+   * message served before the next turn of the event loop, not once per message: a message
+   * served at once on arrival (receive) would otherwise go to the standby as a batch of its
+   * own, and every batch costs both nodes a gRPC message and the primary an ack to process.
+   */
+  private appliedSoon(): void {
+    if (this.afterApplyScheduled || this.deps.afterApply === undefined) return;
+    this.afterApplyScheduled = true;
+    (this.deps.defer ?? setImmediate)(() => {
+      this.afterApplyScheduled = false;
+      this.deps.afterApply?.();
+    });
   }
 
   /**

@@ -6,6 +6,7 @@ import {
   type Clock,
   createClient,
   decodeStandbyMessage,
+  type Entry,
   entryBytes,
   grpcLink,
   type Logger,
@@ -81,25 +82,54 @@ export class ReplicationClient {
     return {
       ...link,
       send: (m) => {
-        if (m.kind === "entries") for (const e of m.entries) this.count(e.body);
+        if (m.kind === "entries") this.count(m.entries);
         return link.send(m);
       },
     };
   }
 
-  private count(body: Parameters<typeof entryBytes>[0]): void {
-    let c = this.byKind.get(body.kind);
+  /**
+   * Counts a batch's entries: one prom-client inc per run of entries of one kind (runsByKind),
+   * not one per entry. A labelled inc costs about 0.3 µs and a busy sync primary sends batches
+   * of ~100 small calls: per entry, the two incs were ~1 µs of the primary's CPU per call.
+   */
+  private count(entries: readonly Entry[]): void {
+    for (const run of runsByKind(entries)) {
+      const c = this.countersOf(run.kind);
+      c.entries.inc(run.entries);
+      c.bytes.inc(run.bytes);
+    }
+  }
+
+  private countersOf(kind: string): { entries: Counter; bytes: Counter } {
+    let c = this.byKind.get(kind);
     if (c === undefined) {
       const m = this.deps.metrics;
       c = {
-        entries: m.replicatedEntries.labels({ kind: body.kind }),
-        bytes: m.replicatedBytes.labels({ kind: body.kind }),
+        entries: m.replicatedEntries.labels({ kind }),
+        bytes: m.replicatedBytes.labels({ kind }),
       };
-      this.byKind.set(body.kind, c);
+      this.byKind.set(kind, c);
     }
-    c.entries.inc();
-    c.bytes.inc(entryBytes(body));
+    return c;
   }
+}
+
+/** A batch's entries as runs of one kind: how many, and their bytes (entryBytes). */
+export function runsByKind(
+  entries: readonly Entry[],
+): { kind: string; entries: number; bytes: number }[] {
+  const runs: { kind: string; entries: number; bytes: number }[] = [];
+  let run: { kind: string; entries: number; bytes: number } | undefined;
+  for (const e of entries) {
+    if (run?.kind !== e.body.kind) {
+      run = { kind: e.body.kind, entries: 0, bytes: 0 };
+      runs.push(run);
+    }
+    run.entries++;
+    run.bytes += entryBytes(e.body);
+  }
+  return runs;
 }
 
 /** grpc-js puts a timestamp in connection errors; without it, repeats compare equal. */

@@ -11,6 +11,7 @@ import type {
   SessionView,
   StandbyMessage,
   Supervisor,
+  TlsFiles,
   wire,
 } from "@vgpu-ha/common";
 import type { DeviceProgress, StateDigest } from "@vgpu-ha/gpu-model";
@@ -46,6 +47,8 @@ export interface RoleDeps {
   readonly arbiter: EtcdArbiter | undefined;
   /** How to dial the peer's replication port (mutual TLS when tls is configured). */
   readonly peerChannel?: PeerChannel;
+  /** The tls files the peer channel uses (the pages socket dials with them too). */
+  readonly peerTls?: TlsFiles;
   /** Counts and logs a guest refused by the guest service (open timeout, auth, cluster). */
   readonly guestRefused?: GuestRefusalSink;
   /** Where replication peers that are not ours are counted and logged. */

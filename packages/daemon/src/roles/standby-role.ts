@@ -29,6 +29,8 @@ import { backendOptions } from "./backend-options.js";
 import type { Takeover } from "./primary-role.js";
 import type { GuestStream, Role, RoleDeps } from "./role.js";
 import { grpcPullPort, pullWindowBytes } from "./snapshot-pull-grpc.js";
+import { pagesPullPort } from "./snapshot-pull-port.js";
+import { pagesClient } from "./snapshot-pull-socket.js";
 
 export class StandbyRole implements Role {
   readonly name = "standby" as const;
@@ -89,15 +91,25 @@ export class StandbyRole implements Role {
       // Knowing the primary's replication address, it pulls snapshot pages from there.
       ...(address !== undefined
         ? {
-            pullPort: grpcPullPort({
-              address,
-              ...(deps.peerChannel ? { channel: deps.peerChannel } : {}),
-              maxMessageBytes: config.guest.maxMessageBytes,
-              windowBytes: pullWindowBytes(
-                config.replication.snapshotChunkBytes,
-                config.replication.snapshotWindowChunks,
-              ),
-            }),
+            pullPort: pagesPullPort(
+              pagesClient({
+                address,
+                ...(deps.peerTls
+                  ? { tls: { files: deps.peerTls, peerName: config.peer.name } }
+                  : {}),
+                maxMessageBytes: config.guest.maxMessageBytes,
+              }),
+              grpcPullPort({
+                address,
+                ...(deps.peerChannel ? { channel: deps.peerChannel } : {}),
+                maxMessageBytes: config.guest.maxMessageBytes,
+                windowBytes: pullWindowBytes(
+                  config.replication.snapshotChunkBytes,
+                  config.replication.snapshotWindowChunks,
+                ),
+              }),
+              () => clock.monotonicMs(),
+            ),
           }
         : {}),
     });

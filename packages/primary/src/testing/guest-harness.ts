@@ -156,3 +156,4 @@ export function guestHarness(options: GuestHarnessOptions): GuestHarness {
     },
   };
 }
+export { testSenderOptions, testStandbyHello } from "./sender-options.js";

@@ -1,0 +1,188 @@
+// The standby's end of a pages socket (snapshot-pull-frames.ts): each pull is a connection to
+// the primary's replication port — mutual TLS as the replication stream's (the CA, our
+// certificate, the server must name peer.name) offering PAGES_ALPN, or plaintext opening with
+// PAGES_MAGIC — then the hello, then the primary's answer and the chunks. Each chunk is read
+// straight from the socket into a buffer of its frame's size (the socket's `onread` buffer is
+// the reader's target), decoded in place (the pages view that buffer) and marked pagesOwned, so
+// the device thread takes it without a copy (snapshot-sink.ts). A primary that does not speak
+// it (an older version: ALPN h2 only, or HTTP/2's bytes in plaintext) is told apart from a
+// broken pull: `done` says so (`foreign`), and pagesPullPort turns to PullSnapshot.
+import { connect as netConnect, type Socket } from "node:net";
+import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from "node:tls";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  certificateNames,
+  decodePrimaryMessage,
+  ErrorCode,
+  encodeStandbyMessage,
+  type PrimaryMessage,
+  type StandbyMessage,
+  type TlsFiles,
+  wire,
+} from "@vgpu-ha/common";
+import {
+  FRAME,
+  type Frame,
+  FrameError,
+  FrameReader,
+  frameOf,
+  PAGES_ALPN,
+  PAGES_MAGIC,
+  parseRefused,
+} from "./snapshot-pull-frames.js";
+import { withOwnedPages } from "./snapshot-pull-grpc.js";
+
+export interface PagesClientOptions {
+  /** The primary's replication address (peer.replicationAddress). */
+  readonly address: string;
+  /** Mutual TLS as the replication stream's: our files, and the name the primary must have. */
+  readonly tls?: { readonly files: TlsFiles; readonly peerName: string };
+  /** The largest chunk frame accepted (the replication port's message limit). */
+  readonly maxMessageBytes: number;
+}
+
+/** How a pull ended: `reason` "" when the primary ended it; `foreign`: it does not speak it. */
+export type PagesDone = (reason: string, foreign: boolean) => void;
+
+export interface PagesClient {
+  open(request: StandbyMessage, deliver: (m: PrimaryMessage) => void, done: PagesDone): () => void;
+}
+
+const REFUSAL_BYTES_MAX = 4 + 1024;
+
+export function pagesClient(o: PagesClientOptions): PagesClient {
+  return { open: (request, deliver, done) => openPull(o, request, deliver, done) };
+}
+
+function openPull(
+  o: PagesClientOptions,
+  request: StandbyMessage,
+  deliver: (m: PrimaryMessage) => void,
+  done: PagesDone,
+): () => void {
+  const reader = new FrameReader({
+    accepts: {
+      [FRAME.accepted]: 0,
+      [FRAME.refused]: REFUSAL_BYTES_MAX,
+      [FRAME.chunk]: o.maxMessageBytes,
+      [FRAME.end]: 0,
+    },
+    alloc: (bytes) => Buffer.allocUnsafeSlow(bytes), // its own ArrayBuffer, moved to the device
+  });
+  let finished = false;
+  let accepted = false;
+  const finish = (reason: string, foreign = false) => {
+    if (finished) return;
+    finished = true;
+    socket.destroy();
+    done(reason, foreign);
+  };
+  const frame = (f: Frame) => {
+    if (f.kind === FRAME.refused) {
+      const r = parseRefused(f.payload);
+      finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
+    } else if (!accepted) {
+      if (f.kind === FRAME.accepted) accepted = true;
+      else finish(`pages socket: frame ${f.kind} before the primary's answer`);
+    } else if (f.kind === FRAME.chunk) {
+      const m = chunkOf(f.payload);
+      if (m instanceof Error) finish(`malformed message: ${m.message}`);
+      else deliver(withOwnedPages(m));
+    } else if (f.kind === FRAME.end) finish("");
+    else finish(`pages socket: frame ${f.kind} after the answer`);
+  };
+  const onread: OnRead = {
+    buffer: () => reader.target(),
+    callback: (n: number) => {
+      if (finished) return false;
+      const r = reader.filled(n);
+      if (r instanceof FrameError) finish(`pages socket: ${r.message}`, r.foreign);
+      else if (r !== undefined) frame(r);
+      return !finished;
+    },
+  };
+  const { host, port } = hostPort(o.address);
+  const hello = () => {
+    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
+    socket.write(Buffer.concat([PAGES_MAGIC, frameOf(FRAME.hello, bytes)]));
+  };
+  const socket: Socket =
+    o.tls === undefined
+      ? netConnect({ host, port, noDelay: true, onread }, hello)
+      : dialTls(host, port, o.tls, onread, (alpn) => {
+          // An older primary offers h2 alone: it serves PullSnapshot, not this.
+          if (alpn !== PAGES_ALPN) finish("the primary offers no pages socket", true);
+          else hello();
+        });
+  socket.on("error", (e) => finish(e.message));
+  socket.on("close", () =>
+    finish(
+      accepted
+        ? "connection closed mid-pull"
+        : reader.greeted
+          ? "connection closed before the primary's answer"
+          : "connection closed",
+    ),
+  );
+  return () => finish("cancelled");
+}
+
+/** Mutual TLS as the replication stream's, offering PAGES_ALPN (h2 too, so an older primary
+ * completes the handshake and is told apart rather than logging a refusal). */
+function dialTls(
+  host: string,
+  port: number,
+  tls: NonNullable<PagesClientOptions["tls"]>,
+  onread: OnRead,
+  secured: (alpn: string | false | null) => void,
+): Socket {
+  const options: ConnectionOptions & { onread: OnRead } = {
+    host,
+    port,
+    ca: tls.files.ca,
+    cert: tls.files.cert,
+    key: tls.files.key,
+    servername: tls.peerName,
+    checkServerIdentity: serverIdentity(tls.peerName),
+    ALPNProtocols: [PAGES_ALPN, "h2"],
+    onread, // tls.connect takes it as net.connect does (Node's documentation of tls.connect)
+  };
+  const socket: TLSSocket = tlsConnect(options, () => {
+    socket.setNoDelay(true);
+    secured(socket.alpnProtocol);
+  });
+  return socket;
+}
+
+interface OnRead {
+  buffer: () => Uint8Array;
+  callback: (n: number) => boolean;
+}
+
+function chunkOf(payload: Uint8Array): PrimaryMessage | Error {
+  let w: wire.PrimaryMessage;
+  try {
+    w = fromBinary(wire.PrimaryMessageSchema, payload);
+  } catch (e) {
+    return e as Error;
+  }
+  const m = decodePrimaryMessage(w);
+  if (m instanceof Error) return m;
+  if (m.kind !== "snapshot") return new Error(`a ${m.kind} message on the pages socket`);
+  return m;
+}
+
+const serverIdentity = (peerName: string) => (_host: string, cert: { subject?: unknown }) => {
+  const names = certificateNames(cert as Parameters<typeof certificateNames>[0]);
+  return names.includes(peerName)
+    ? undefined
+    : new Error(`peer certificate names ${names.join(", ") || "nothing"}, not ${peerName}`);
+};
+
+function hostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(":");
+  return {
+    host: address.slice(0, i).replace(/^\[(.*)\]$/, "$1"),
+    port: Number(address.slice(i + 1)),
+  };
+}
