@@ -16,6 +16,7 @@ import { Backend, type BackendOptions, computeDigest, SnapshotSource } from "@vg
 import { Sender, Sequencer } from "@vgpu-ha/primary";
 import { Receiver } from "@vgpu-ha/standby";
 import { describe, expect, it } from "vitest";
+import { testSenderOptions } from "./sender-options.js";
 
 const OPTIONS: BackendOptions = {
   device: { seed: 5, vramBytes: 1 << 20, maxBoBytes: 1 << 20, maxKernelWork: 1 << 20 },
@@ -63,19 +64,7 @@ function history(fill: number, writes: number, lineage: string): History {
   }
   let nextSnapshot = 1;
   const sender = new Sender(
-    {
-      clusterId: "c",
-      nodeId: "a",
-      peerName: "b",
-      maxBatchEntries: 16,
-      maxBatchBytes: 65536,
-      maxInflightEntries: 64,
-      maxInflightBytes: 1 << 20,
-      snapshotWindowChunks: 4,
-      heartbeatMs: 10,
-      retransmitMs: 1000,
-      retainBytes: 1 << 20,
-    },
+    testSenderOptions({ heartbeatMs: 10, retransmitMs: 1000 }),
     log,
     () => new SnapshotSource(backend, nextSnapshot++, log.lastSeq, 16384),
     1,
