@@ -122,4 +122,11 @@ export const MUTANTS: readonly Mutant[] = [
     original: "      if (this.holdingDevice && entry.seq > this.primaryDoneSeq) break;",
     replacement: "      if (this.holdingDevice && entry.seq > this.receivedSeq) break;",
   },
+  {
+    name: "standby-ignores-device-failure",
+    what: "a standby does not watch its replica's device for a failure: a takeover waiting for that device's backlog waits for ever",
+    file: standbyDriver,
+    original: "    const unFailure = progress.onFailure((f) => this.deviceFailed(f));",
+    replacement: "    const unFailure = () => undefined;",
+  },
 ];

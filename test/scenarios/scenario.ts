@@ -143,6 +143,7 @@ export function scenarioParams(s: Scenario): FailoverParams {
         },
       ]),
     ),
+    deviceFailure: undefined,
     mmio: "per-page",
     lease,
     clockRate: { a: 1, b: 1, ...s.clockRate },

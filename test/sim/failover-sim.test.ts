@@ -57,6 +57,9 @@ describe("failover simulation", () => {
       "promotion on lease expiry": t.promotions,
       "takeover waited for a received backlog": t.takeoversAwaitingBacklog,
       "backlog applied, then the takeover": t.backlogsApplied,
+      "standby's device failed during the backlog wait": t.standbyDevicesFailed,
+      "takeover given up for the failed device": t.takeoversDroppedForDevice,
+      "node exited for its device and restarted": t.deviceFailureExits,
       "ineligible standby at expiry": t.ineligibleExpiries,
       "standby detected its own pause": t.selfPauseDetected,
       "restart rejoined as standby": t.rejoinsAsStandby,
@@ -98,8 +101,11 @@ describe("failover simulation", () => {
     }
   });
 
-  it.each(REGRESSIONS)("keeps seed $seed fixed: $what", ({ seed, path }) => {
-    const result = simulateFailover(drawFailoverParams(seed));
+  it.each(REGRESSIONS)("keeps seed $seed fixed: $what", ({ seed, path, noDeviceFailure }) => {
+    const drawn = drawFailoverParams(seed);
+    const result = simulateFailover(
+      noDeviceFailure ? { ...drawn, deviceFailure: undefined } : drawn,
+    );
     expect(result.failure, formatFailoverResult(result)).toBeUndefined();
     // Still the scenario it failed in (a change of the code that moves the run elsewhere shows).
     expect(path(result.stats), formatFailoverResult(result)).toBeGreaterThan(0);
@@ -116,13 +122,19 @@ describe("failover simulation", () => {
 });
 
 /**
- * Seeds beyond the 2000 above that once failed (sweeps of 2001..24000), each with the count
- * that shows its run still takes the path it failed on.
+ * Seeds beyond the 2000 above that once failed (sweeps of 2001..24000), and a few within them
+ * that show a fixed failure by name, each with the count that shows its run still takes the
+ * path it failed on.
  */
 const REGRESSIONS: readonly {
   readonly seed: number;
   readonly what: string;
   readonly path: (s: FailoverStats) => number;
+  /**
+   * Replayed without the device failure its seed draws now (params deviceFailure, drawn since):
+   * it would strike the backlog wait this seed failed in and take the run elsewhere.
+   */
+  readonly noDeviceFailure?: boolean;
 }[] = [
   {
     seed: 6635,
@@ -153,11 +165,22 @@ const REGRESSIONS: readonly {
     seed: 23192,
     what: "peer, a primary paused past its lease woke while its standby's takeover waited for a backlog longer than the fenced period: the takeover is called off (muted, the standby left it to serve alone with no partition)",
     path: (s) => s.takeoversCalledOff,
+    noDeviceFailure: true,
   },
   {
     seed: 23365,
     what: "peer, the restarting node's standby answered a primary of an older epoch than its epoch file's (it renewed that primary's lease and the solo work it discarded went unreported)",
     path: (s) => s.soloWorkDiscarded,
+  },
+  {
+    seed: 12,
+    what: "peer, the standby's device failed while its takeover waited for the backlog: the takeover is given up and the node exits and restarts (it waited for ever: afterDevice never answers a failed device)",
+    path: (s) => s.takeoversDroppedForDevice,
+  },
+  {
+    seed: 1644,
+    what: "etcd, the same after the standby took the key: the old primary, which lost the key, discards its copy on meeting the claimed epoch (a double failure: docs/failure-model.md)",
+    path: (s) => s.takeoversDroppedForDevice,
   },
   {
     seed: 2060,

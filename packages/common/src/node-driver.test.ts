@@ -123,6 +123,7 @@ function rig(mode: "peer" | "etcd", answer: PeerView | undefined) {
       observer: {},
       maintenancePaused: () => false,
       adoptMaintenance: () => undefined,
+      deviceFailed: () => undefined,
     },
   );
   const drain = () => {

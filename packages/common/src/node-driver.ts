@@ -117,6 +117,11 @@ export interface NodePorts<
   readonly observer: NodeObserver<P, S>;
   readonly maintenancePaused: () => boolean;
   readonly adoptMaintenance: (paused: boolean) => void;
+  /**
+   * The role's device failed: the host steps the node down and ends the process (the daemon:
+   * device-failure.ts, exit 3; the simulator: the process exits and restarts later).
+   */
+  readonly deviceFailed: (failure: { readonly reason: string; readonly seq: number }) => void;
 }
 
 export class NodeDriver<
@@ -204,6 +209,10 @@ export class NodeDriver<
 
   adoptMaintenance(paused: boolean): void {
     this.ports.adoptMaintenance(paused);
+  }
+
+  deviceFailed(failure: { readonly reason: string; readonly seq: number }): void {
+    this.ports.deviceFailed(failure);
   }
 
   /** Operator: the standby drops its replica for a fresh snapshot (after the current callback). */

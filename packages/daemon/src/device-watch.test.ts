@@ -1,6 +1,7 @@
 // Proves the node's device watch reports the first failure of the device it follows, once; a
 // device already failed when handed over is reported at once; a device replaced by a role
-// change is no longer followed. A hand-driven DeviceProgress stands in for the device thread.
+// change is no longer followed; a failure a role reports itself (report) counts once with the
+// watch's own. A hand-driven DeviceProgress stands in for the device thread.
 import type { DeviceFailure, DeviceProgress } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
 import { DeviceWatch } from "./device-watch.js";
@@ -68,5 +69,17 @@ describe("DeviceWatch", () => {
     expect(seen).toEqual([]);
     current.fail(hung);
     expect(seen).toEqual([hung]);
+  });
+
+  it("a failure a role reports (the standby's driver) is the same once-only report", () => {
+    const seen: DeviceFailure[] = [];
+    const watch = new DeviceWatch((f) => seen.push(f));
+    const device = new FakeProgress();
+    watch.watch(device);
+    watch.report(hung);
+    device.fail(hung); // the watch's own report of it comes second: nothing more
+    watch.report({ reason: "another", seq: 1 });
+    expect(seen).toEqual([hung]);
+    expect(watch.failure).toEqual(hung);
   });
 });

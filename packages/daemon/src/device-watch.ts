@@ -27,6 +27,11 @@ export class DeviceWatch {
     this.unsubscribe = progress.onFailure((failure) => this.failed(failure));
   }
 
+  /** A failure learnt another way (a role's own watch): reported unless one already was. */
+  report(failure: DeviceFailure): void {
+    this.failed(failure);
+  }
+
   close(): void {
     this.unsubscribe();
     this.unsubscribe = () => {};

@@ -100,7 +100,7 @@ export class VgpuNode implements Supervisor {
   /** Replication peers that are not ours: counted and logged (rate-limited). */
   private readonly refusals: ReplicationRefusals;
   /** The device of the role that runs now; its failure makes the node step down and exit. */
-  private readonly deviceWatch = new DeviceWatch((failure) => this.deviceFailed(failure));
+  private readonly deviceWatch = new DeviceWatch((failure) => this.leaveForDevice(failure));
   private stoppedForDevice: (failure: DeviceFailure) => void = () => {};
   /** Resolves once the node has stepped down because its device failed (vgpud exits 3). */
   readonly deviceFailure = new Promise<DeviceFailure>((resolve) => {
@@ -232,6 +232,7 @@ export class VgpuNode implements Supervisor {
         observer: nodeObserver(this),
         maintenancePaused: () => this.maintenancePaused(),
         adoptMaintenance: (paused) => this.adoptMaintenance(paused),
+        deviceFailed: (failure) => this.deviceFailed(failure),
       },
     );
   }
@@ -491,6 +492,14 @@ export class VgpuNode implements Supervisor {
     this.maintenance.adopt(paused);
   }
 
+  /**
+   * A role says its device failed (the standby's driver, whose takeover then never comes): the
+   * same once-only step-down as the device watch's (it may have reported it already).
+   */
+  deviceFailed(failure: DeviceFailure): void {
+    this.deviceWatch.report(failure);
+  }
+
   /** The snapshot the primary is sending, in bytes, rate and ETA. */
   private resync() {
     const snapshot = this.role instanceof PrimaryRole ? this.role.snapshotProgress() : undefined;
@@ -498,7 +507,7 @@ export class VgpuNode implements Supervisor {
   }
 
   /** The device failed: report, name the frame in flight, stop (device-failure.ts). */
-  private deviceFailed(failure: DeviceFailure): void {
+  private leaveForDevice(failure: DeviceFailure): void {
     const deps = {
       log: () => this.log,
       metrics: this.metrics,

@@ -2,7 +2,8 @@
 // manual clock and timers, a recorded peer link, a fake guest port and supervisor, it dials
 // and streams, holds replies until the lease and the standby allow them, steps down on a
 // higher epoch, decides another primary's hello, runs a switchover to its end, serves alone
-// when it has no peer, and ignores etcd answers that come after it stopped.
+// when it has no peer, and ignores etcd answers that come after it stopped; a fresh backend
+// starts a history (a new lineage), a standby's replica keeps its own.
 import {
   type Link,
   type PrimaryMessage,
@@ -149,12 +150,15 @@ const quiet: PrimaryObserver = {
   handingOver: () => undefined,
 };
 
-function setup(peer = true, etcd?: EtcdPort) {
+/** `lineage`: the history the backend already belongs to (a standby's replica; "": fresh). */
+function setup(peer = true, etcd?: EtcdPort, lineage = "") {
   const timers = new ManualTimers();
   const links: RecordedLink<PrimaryMessage, StandbyMessage>[] = [];
   const stepDowns: [number, string][] = [];
   let guests: FakeGuests | undefined;
   const notices: string[] = [];
+  const backend = new Backend(backendOptions);
+  backend.lineage = lineage;
   const driver = new PrimaryDriver<string>(
     options,
     {
@@ -165,8 +169,9 @@ function setup(peer = true, etcd?: EtcdPort) {
         stepDown: (epoch, reason) => stepDowns.push([epoch, reason]),
         adoptEpoch: () => undefined,
       },
-      backend: new Backend(backendOptions),
+      backend,
       log: new ReplicationLog(),
+      newLineage: () => "lineage-1",
       dialPeer: peer
         ? () => {
             const link = new RecordedLink<PrimaryMessage, StandbyMessage>();
@@ -221,6 +226,18 @@ describe("PrimaryDriver", () => {
     expect(s.notices).toContain("leaseChanged");
     expect(s.guests.released).toBeGreaterThan(0);
     expect(s.driver.connected).toBe(true);
+  });
+
+  it("starts a history with a new lineage, or goes on with its replica's, and says it", () => {
+    for (const [kept, expected] of [
+      ["", "lineage-1"],
+      ["kept-history", "kept-history"],
+    ] as const) {
+      const s = setup(true, undefined, kept);
+      expect(s.driver.backend.lineage).toBe(expected);
+      s.driver.start();
+      expect(s.links[0]!.sent[0]).toMatchObject({ kind: "hello", lineage: expected });
+    }
   });
 
   it("loses the lease without acks and redials a broken link", () => {
@@ -341,6 +358,7 @@ describe("PrimaryDriver", () => {
         supervisor: { epoch: () => 1, stepDown: () => undefined, adoptEpoch: () => undefined },
         backend: new Backend(backendOptions),
         log: new ReplicationLog(),
+        newLineage: () => "lineage-2",
         dialPeer: () => new RecordedLink<PrimaryMessage, StandbyMessage>(),
         guests: (hooks) => new FakeGuests(hooks),
         etcd,

@@ -92,6 +92,11 @@ export interface PrimaryPorts<S> {
   readonly etcd?: EtcdPort | undefined;
   readonly leaseThread?: LeaseThreadPort | undefined;
   readonly observer: PrimaryObserver;
+  /**
+   * A new random lineage id (core/lineage.ts), for a history this role starts: a backend that
+   * has none (a fresh one) gets it; a standby's replica keeps its own (the history goes on).
+   */
+  readonly newLineage: () => string;
 }
 
 export class PrimaryDriver<S> {
@@ -123,6 +128,7 @@ export class PrimaryDriver<S> {
     this.ports = ports;
     this.promoted = promoted;
     this.backend = ports.backend;
+    if (this.backend.lineage === "") this.backend.lineage = ports.newLineage();
     this.log = ports.log;
     this.nextSnapshotId = Math.floor(ports.clock.wallMs() * 1000);
     // Standalone, every entry is dropped once its guest message is served (afterGuestMessage).
@@ -146,6 +152,7 @@ export class PrimaryDriver<S> {
         () => this.startSnapshot(),
         ports.supervisor.epoch(),
       );
+      this.sender.lineage = this.backend.lineage;
       if (ports.leaseThread) {
         // Our lease channel's key, sent in every hello over the (mutually authenticated, when
         // tls is on) replication stream: the standby's lease thread takes only what it signs.

@@ -5,15 +5,7 @@
 // the replica the snapshot was replacing plus the held entries, applied by its device first —
 // without recursing in awaitDevice (it overflowed the stack), on an inline device or one that
 // completes later.
-import {
-  type ClusterRecord,
-  type Link,
-  type PeerView,
-  type PrimaryMessage,
-  REPLICATION_PROTOCOL_VERSION,
-  type StandbyMessage,
-  type TimerHandle,
-} from "@vgpu-ha/common";
+import type { ClusterRecord, PeerView } from "@vgpu-ha/common";
 import {
   Backend,
   computeDigest,
@@ -25,65 +17,15 @@ import {
 import { describe, expect, it } from "vitest";
 import type { EtcdReading } from "./core/standby-machine.js";
 import { StandbyDriver } from "./standby-driver.js";
-import { deviceTestOptions as options, primaryOfFive } from "./testing/test-primary.js";
+import { ManualTimers, streamTo } from "./testing/driver-ports.js";
+import {
+  deviceTestOptions as options,
+  primaryOfFive,
+  testPrimaryHello,
+} from "./testing/test-primary.js";
 
 const LEASE = { leaseMs: 300, heartbeatMs: 100, driftMarginMs: 10, maxDriftRatio: 0.001 };
 const POLL_MS = 50;
-
-/** Timers on a clock the test moves. */
-class ManualTimers {
-  nowMs = 0;
-  private readonly timers = new Map<number, { at: number; every?: number; fn: () => void }>();
-  private next = 1;
-
-  setTimeout(ms: number, fn: () => void): TimerHandle {
-    const id = this.next++;
-    this.timers.set(id, { at: this.nowMs + ms, fn });
-    return id as unknown as TimerHandle;
-  }
-
-  setInterval(ms: number, fn: () => void): TimerHandle {
-    const id = this.next++;
-    this.timers.set(id, { at: this.nowMs + ms, every: ms, fn });
-    return id as unknown as TimerHandle;
-  }
-
-  clear(timer: TimerHandle | undefined): void {
-    this.timers.delete(timer as unknown as number);
-  }
-
-  /** Fires every timer due up to `toMs`, in time order. */
-  advance(toMs: number): void {
-    for (;;) {
-      const due = [...this.timers.entries()]
-        .filter(([, t]) => t.at <= toMs)
-        .sort((x, y) => x[1].at - y[1].at)[0];
-      if (due === undefined) break;
-      const [id, t] = due;
-      this.nowMs = t.at;
-      if (t.every === undefined) this.timers.delete(id);
-      else t.at += t.every;
-      t.fn();
-    }
-    this.nowMs = toMs;
-  }
-}
-
-/** The primary's end of the replication stream, driven by the test. */
-function streamTo(driver: StandbyDriver<never>) {
-  let deliver: ((m: PrimaryMessage) => void) | undefined;
-  const link: Link<StandbyMessage, PrimaryMessage> = {
-    send: () => true,
-    onMessage: (handler) => {
-      deliver = handler;
-    },
-    onDrain: () => undefined,
-    onClose: () => undefined,
-    close: () => undefined,
-  };
-  driver.acceptLink(link);
-  return (m: PrimaryMessage) => deliver!(m);
-}
 
 function scenario(device: "inline" | "later") {
   const timers = new ManualTimers();
@@ -128,6 +70,7 @@ function scenario(device: "inline" | "later") {
       probePeer: (done) => done(peer),
       maintenancePaused: () => false,
       adoptMaintenance: () => undefined,
+      deviceFailed: () => undefined,
     },
     guests: { pause: () => undefined, refuse: () => undefined },
     logger: { info: () => undefined, warn: () => undefined },
@@ -149,15 +92,7 @@ describe.each(["inline", "later"] as const)("a standby mid-snapshot (%s device)"
     const s = scenario(device);
     const p = primaryOfFive();
     const send = streamTo(s.driver);
-    send({
-      kind: "hello",
-      epoch: 6,
-      clusterId: "c",
-      nodeId: "a",
-      firstRetainedSeq: 1,
-      lastSeq: 0,
-      protocolVersion: REPLICATION_PROTOCOL_VERSION,
-    });
+    send(testPrimaryHello({ epoch: 6 }));
     expect(s.driver.link.connected).toBe(true);
     send({ kind: "entries", epoch: 6, entries: p.entries, primaryDoneSeq: 2 }); // 3..5 held
     s.runDevice();

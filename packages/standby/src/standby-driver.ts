@@ -13,7 +13,7 @@ import type {
   Timers,
 } from "@vgpu-ha/common";
 import { invariant } from "@vgpu-ha/common";
-import { Backend } from "@vgpu-ha/gpu-model";
+import { Backend, type DeviceFailure } from "@vgpu-ha/gpu-model";
 import { Receiver, type ReceiverOptions } from "./core/receiver.js";
 import {
   type EtcdReading,
@@ -217,10 +217,14 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
   }
 
   /**
-   * The replica, handed to the primary role at promotion; undefined when not eligible. Forced
-   * (an operator's choice, or the last state left), whatever state there is, or an empty one.
+   * The replica, handed to the primary role at promotion; undefined when not eligible or its
+   * device failed. Forced (an operator's choice, or the last state left), whatever state there
+   * is, or an empty one.
    */
   takeover(force = false): StandbyTakeover | undefined {
+    // A failed device's replica is never served, forced or not: it lost what was queued on it
+    // (the node is stepping down: Supervisor.deviceFailed).
+    if (this.machine.replicaDeviceFailed) return undefined;
     // Everything received: the promotion waited for the device to apply it (backlogApplied).
     this.releaseHeld(); // none left after a takeover that waited for the backlog
     const { backend, receivedSeq, submittedSeq, faultedFrames } = this.receiver;
@@ -242,13 +246,14 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     // A diverged replica says what it applied, as before: it holds something, but not a
     // replica it may take over with.
     const appliedSeq = r.state === "diverged" ? r.appliedSeq : this.heldSeq;
-    return { role: "standby" as const, replica: r.eligible, appliedSeq };
+    const replica = r.eligible && !this.machine.replicaDeviceFailed;
+    return { role: "standby" as const, replica, appliedSeq };
   }
 
   private facts(): StandbyFacts {
     const { supervisor } = this.deps;
     return {
-      eligible: this.receiver.eligible,
+      eligible: this.receiver.eligible && !this.machine.replicaDeviceFailed,
       holdsReplica: this.holdsReplica,
       maintenancePaused: supervisor.maintenancePaused(),
       epoch: supervisor.epoch(),
@@ -301,9 +306,18 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
           this.run(machine.etcdAcquired(error ?? acquired, this.facts(), deps.now())),
         );
         return;
+      case "deviceFailed":
+        deps.supervisor.deviceFailed(a.failure);
+        return;
       case "awaitDevice": {
         this.releaseHeld();
         const backend = this.receiver.backend;
+        // A failed device never answers afterDevice (nor applies what was just released).
+        const failure = backend?.progress.failure;
+        if (failure !== undefined) {
+          this.deviceFailed(failure);
+          return;
+        }
         let waited = false;
         const applied = () => {
           const facts = this.facts();
@@ -335,13 +349,35 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
     this.deps.guests.refuse(stream, fresh ? this.deps.peerGuestAddress : "");
   }
 
-  /** Follows the replica's device: acks its progress and sends what it produced. */
+  /**
+   * Follows the replica's device: acks its progress and sends what it produced; a failure of
+   * it ends this standby's part (deviceFailed).
+   */
   private followDevice(backend: Backend | undefined): void {
     this.unfollowDevice?.();
-    this.unfollowDevice = backend?.progress.onProgress(() => {
+    this.unfollowDevice = undefined;
+    if (backend === undefined) return;
+    const { progress } = backend;
+    const unProgress = progress.onProgress(() => {
       this.link.flush();
       this.afterStep();
     });
+    const unFailure = progress.onFailure((f) => this.deviceFailed(f));
+    this.unfollowDevice = () => {
+      unProgress();
+      unFailure();
+    };
+    if (progress.failure !== undefined) this.deviceFailed(progress.failure);
+  }
+
+  /**
+   * The replica's device failed: it completes nothing more, so a takeover waiting for its
+   * backlog would wait for ever (its afterDevice never answers) and, past the failure, work
+   * handed to it is dropped while its done seq says complete. The machine gives the takeover
+   * up for good and the node is told (Supervisor.deviceFailed: it steps down and exits).
+   */
+  private deviceFailed(failure: DeviceFailure): void {
+    this.run(this.machine.deviceFailed(failure, this.receiver.backlog));
   }
 
   private afterStep(): void {

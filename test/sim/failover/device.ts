@@ -5,6 +5,7 @@
 // backlog it must apply first. A paused process's device is paused with it (its timers wait);
 // a crashed one's work dies with its memory.
 import {
+  type Backend,
   type DeviceExecutor,
   type DeviceOp,
   type ExecutorFactory,
@@ -80,6 +81,20 @@ class SimExecutor implements DeviceExecutor {
     this.due.length = 0;
     this.manual.close();
   }
+
+  /** The device fails as a hung or dead device thread does: it completes nothing more. */
+  fail(reason: string): void {
+    this.due.length = 0;
+    this.manual.fail(reason);
+  }
+}
+
+/** Makes a backend's simulated device fail; false when it runs inline (it cannot fail). */
+export function failDevice(backend: Backend, reason: string): boolean {
+  const executor = backend.device.queue.executor;
+  if (!(executor instanceof SimExecutor)) return false;
+  executor.fail(reason);
+  return true;
 }
 
 /**

@@ -16,7 +16,7 @@ import {
 import type { BackendOptions, ExecutorFactory } from "@vgpu-ha/gpu-model";
 import type { SimRng } from "../rng.js";
 import type { Checker } from "./checker.js";
-import { simDevice } from "./device.js";
+import { failDevice, simDevice } from "./device.js";
 import { type EtcdView, SimArbiter, type SimEtcd } from "./etcd.js";
 import type { Lineages } from "./lineage.js";
 import { type End, guestLink, type Network, type NodeHost } from "./net.js";
@@ -31,6 +31,8 @@ import { SimFailure } from "./world.js";
 
 /** How long an unanswered dial waits (grpc-js's minimum connect timeout). */
 const DIAL_TIMEOUT_MS = 20_000;
+/** How long a node that exited for its device stays down (systemd's RestartSec in deploy/). */
+const DEVICE_RESTART_MS = 1000;
 
 type ProbeAnswer = PeerProbe & { readonly nodeId: NodeName };
 
@@ -62,6 +64,8 @@ export interface NodeEnv {
   readonly etcd: SimEtcd | undefined;
   readonly peer: () => SimNode;
   readonly note: (line: string) => void;
+  /** The device failure plan's wait: true for the first caller only (the plan strikes once). */
+  readonly deviceFailureTaken: () => boolean;
 }
 
 export class SimNode implements SimSupervisor, NodeHost {
@@ -173,6 +177,7 @@ export class SimNode implements SimSupervisor, NodeHost {
       },
       maintenancePaused: () => false,
       adoptMaintenance: () => undefined,
+      deviceFailed: (failure) => this.exitForDevice(proc, failure.reason),
     });
     this.driver = driver;
     proc.run(() => driver.start(this.persistedEpoch));
@@ -192,6 +197,7 @@ export class SimNode implements SimSupervisor, NodeHost {
         return;
       case "recoveryAwaitingBacklog":
         stats.recoveriesAwaitingBacklog++;
+        this.backlogWaitBegan();
         return;
       case "recoveryTakeover":
         stats.recoveryTakeovers++;
@@ -249,7 +255,50 @@ export class SimNode implements SimSupervisor, NodeHost {
       arbiter: this.arbiter,
       probePeer: (done) => this.probePeer(proc, done),
       note: env.note,
+      backlogWaitBegan: () => this.backlogWaitBegan(),
     };
+  }
+
+  /**
+   * The standby began to wait for its device's backlog before a takeover: the plan's device
+   * failure (params deviceFailure) strikes its replica's device, once, `delayMs` later (within
+   * the fault window; a wait that ended by then has nothing to strike).
+   */
+  private backlogWaitBegan(): void {
+    const plan = this.env.params.deviceFailure;
+    const proc = this.proc;
+    if (plan === undefined || this.env.deviceFailureTaken() || proc === undefined) return;
+    if (this.env.world.nowMs >= this.env.params.faultWindowMs) return;
+    proc.setTimeout(plan.delayMs, () => {
+      const standby = this.standby;
+      const backend = standby?.receiver.backend;
+      if (!standby?.takingOver && standby?.backlog === 0) return; // the wait is over
+      if (backend === undefined || !failDevice(backend, "device failed (simulated)")) return;
+      this.env.stats.standbyDevicesFailed++;
+      this.env.note(`${this.name}'s device failed during a backlog wait`);
+    });
+  }
+
+  /**
+   * The role's device failed (Supervisor.deviceFailed): as vgpud does (device-failure.ts), the
+   * node steps down and the process exits, losing its memory; it restarts DEVICE_RESTART_MS
+   * later with a fresh device, as systemd restarts it (then resyncs as a standby).
+   */
+  private exitForDevice(proc: SimProcess, reason: string): void {
+    if (this.proc !== proc || !proc.alive) return;
+    proc.defer(() => {
+      if (this.proc !== proc || !proc.alive) return;
+      this.env.stats.deviceFailureExits++;
+      this.env.note(`${this.name} exits: ${reason}`);
+      // etcd mode: a standby that took the key for a takeover claimed the record's new epoch;
+      // the old primary, which lost the key, meets that epoch later and discards its copy (the
+      // double failure of docs/failure-model.md: key lost, then the new holder's device).
+      const record = this.env.etcd?.recordNow;
+      this.crash(record?.primary === this.name ? record.epoch : 0);
+      this.env.world.after(DEVICE_RESTART_MS, `restart ${this.name} after its device`, () => {
+        if (this.proc === proc) this.boot();
+      });
+    });
   }
 
   probePeer(proc: SimProcess, done: (peer: ProbeAnswer | undefined) => void): void {
@@ -285,7 +334,12 @@ export class SimNode implements SimSupervisor, NodeHost {
     };
   }
 
-  crash(): void {
+  /**
+   * The process dies, its memory lost. `claimedEpoch`: the epoch it had claimed beyond its own
+   * (an etcd key taken for a takeover that never served), which supersedes the old primary's
+   * copy of what it held as a newer epoch's does.
+   */
+  crash(claimedEpoch = 0): void {
     const proc = this.proc;
     if (!proc?.alive) return;
     this.env.stats.crashes++;
@@ -293,7 +347,8 @@ export class SimNode implements SimSupervisor, NodeHost {
     const held = [this.primary?.backend, this.standby?.receiver.backend].filter(
       (b): b is NonNullable<typeof b> => b !== undefined,
     );
-    this.env.checker.crashed(this.name, this.epoch(), held, this.primary);
+    const epoch = Math.max(this.epoch(), claimedEpoch);
+    this.env.checker.crashed(this.name, epoch, held, this.primary);
     proc.kill();
     this.env.net.killed(proc);
     this.driver = undefined;
@@ -320,6 +375,10 @@ export class SimNode implements SimSupervisor, NodeHost {
 
   adoptEpoch(epoch: number): void {
     this.driver?.adoptEpoch(epoch);
+  }
+
+  deviceFailed(failure: { readonly reason: string; readonly seq: number }): void {
+    this.driver?.deviceFailed(failure);
   }
 
   // ---- streams handed to the role ----

@@ -61,6 +61,16 @@ export interface DeviceParams {
   readonly stallMs: number;
 }
 
+/**
+ * A standby's device that fails while a takeover waits for it (the wait never ended, before the
+ * standby driver watched for it): `delayMs` after the first time a node's standby begins to
+ * wait for its device's backlog before taking over (on the lease, the key or a recovery)
+ * within the fault window, that replica's device fails.
+ */
+export interface DeviceFailurePlan {
+  readonly delayMs: number;
+}
+
 export interface FailoverParams {
   readonly seed: number;
   /** peer: heartbeats decide; etcd: the leader key does (then `etcd` is set). */
@@ -69,6 +79,8 @@ export interface FailoverParams {
   readonly ackMode: ReplicationMode;
   /** Each node's device; a node without one runs inline (every operation done at submit). */
   readonly device: Readonly<Partial<Record<NodeName, DeviceParams>>>;
+  /** A simulated device that fails during a takeover's backlog wait (undefined: none fails). */
+  readonly deviceFailure: DeviceFailurePlan | undefined;
   readonly mmio: "per-page" | "per-store";
   readonly lease: LeaseTerms;
   /** Each node's clock rate (1 ± at most maxDriftRatio) and its lateness of timers. */
@@ -131,12 +143,14 @@ export function drawFailoverParams(seed: number): FailoverParams {
     for (const n of NODES) if (deviceRng.chance(0.8)) device[n] = drawDevice(deviceRng, lease);
   }
   const syncMode = deviceRng.chance(0.5) ? "sync" : "sync-applied";
+  const deviceFailure = drawDeviceFailure(new SimRng((seed ^ 0xfa11ed) >>> 0), device, lease);
   return {
     seed,
     leaseMode: etcd ? "etcd" : "peer",
     etcd: etcd?.terms,
     ackMode: rng.chance(0.8) ? syncMode : "async",
     device,
+    deviceFailure,
     mmio,
     lease,
     clockRate: { a: rate(), b: rate() },
@@ -197,6 +211,20 @@ function drawDevice(rng: SimRng, lease: LeaseTerms): DeviceParams {
     stallRate: rng.pick([0.01, 0.05, 0.15]),
     stallMs: L * rng.real(0.5, 3),
   };
+}
+
+/**
+ * In half the runs with a simulated device, a standby's device fails during the first backlog
+ * wait (if there is one: a plan without a wait changes nothing), at once or within half a lease
+ * of it. Drawn from a stream of its own: every other parameter of a seed stays what it was.
+ */
+function drawDeviceFailure(
+  rng: SimRng,
+  device: Partial<Record<NodeName, DeviceParams>>,
+  lease: LeaseTerms,
+): DeviceFailurePlan | undefined {
+  if (NODES.every((n) => device[n] === undefined) || !rng.chance(0.5)) return undefined;
+  return { delayMs: rng.chance(0.5) ? 0 : Math.round(rng.real(0, lease.leaseMs / 2)) };
 }
 
 function drawLease(rng: SimRng): LeaseTerms {
@@ -342,7 +370,9 @@ export function formatFailoverParams(p: FailoverParams): string {
       return d
         ? `${n} latencyMs=${f(d.latencyMs[0])}..${f(d.latencyMs[1])} serviceMs=${f(d.serviceMs[0])}..${f(d.serviceMs[1])} stalls=${f(d.stallRate)}×≤${f(d.stallMs)}ms`
         : `${n} inline`;
-    }).join(", ")}`,
+    }).join(
+      ", ",
+    )}${p.deviceFailure ? `; a standby's fails ${p.deviceFailure.delayMs}ms into the first backlog wait` : ""}`,
     ...(e
       ? [
           `  etcd: ttlMs=${e.ttlMs} keepaliveMs=${e.keepaliveMs} pollMs=${e.pollMs} requestTimeoutMs=${e.requestTimeoutMs} latencyMs=${f(e.latencyMs[0])}..${f(e.latencyMs[1])}`,

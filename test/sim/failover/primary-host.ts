@@ -79,6 +79,8 @@ export class SimPrimary {
         supervisor: deps.supervisor,
         backend,
         log: new LineageLog(takeover?.lastSeq ?? 0, deps.lineages, backend, label),
+        // Deterministic and unique per primary role (a history starts only in a fresh one).
+        newLineage: () => `sim-history-${this.tenure}`,
         dialPeer: () => asLink(deps.dialPeer()),
         guests: (hooks) => {
           const tenants = [...deps.backendOptions.tenants.keys()];

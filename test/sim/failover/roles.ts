@@ -27,6 +27,8 @@ export interface SimSupervisor {
   promote(reason: string, force?: boolean, epoch?: number): void;
   stepDown(theirEpoch: number, reason: string): void;
   adoptEpoch(epoch: number): void;
+  /** The role's device failed: the node exits (and restarts later, as systemd would). */
+  deviceFailed(failure: { readonly reason: string; readonly seq: number }): void;
 }
 
 export interface SimRoleDeps {
@@ -54,6 +56,8 @@ export interface SimRoleDeps {
   ) => void;
   /** A line for --verbose traces of role changes. */
   readonly note: (line: string) => void;
+  /** The standby began to wait for its device's backlog before a takeover (device failure plan). */
+  readonly backlogWaitBegan: () => void;
 }
 
 /** The replication stream's cluster id in the simulation. */

@@ -56,6 +56,8 @@ export class FailoverSimulation {
   private issueBudget: number;
   healed = false;
   readonly notes: string[] = [];
+  /** The device failure plan (params deviceFailure) has found its backlog wait. */
+  private deviceFailureTaken = false;
 
   constructor(
     params: FailoverParams,
@@ -119,6 +121,11 @@ export class FailoverSimulation {
         etcd: this.etcd,
         peer: () => this.nodes[peerOf(name)],
         note: (line) => this.note(line),
+        deviceFailureTaken: () => {
+          const taken = this.deviceFailureTaken;
+          this.deviceFailureTaken = true;
+          return taken;
+        },
       });
     this.nodes = { a: make("a"), b: make("b") };
     this.world.onTrace = options.onTrace;

@@ -25,6 +25,7 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
     // The simulator has no maintenance mode.
     maintenancePaused: () => false,
     adoptMaintenance: () => undefined,
+    deviceFailed: (failure) => deps.supervisor.deviceFailed(failure),
   };
   const driver: SimStandby = new StandbyDriver<GuestEnd, EtcdView>({
     receiver: {
@@ -70,12 +71,33 @@ export function simStandby(deps: SimRoleDeps): SimStandby {
 }
 
 function noted(deps: SimRoleDeps, n: StandbyNote): void {
-  if (n.kind === "woke") deps.stats.selfPauseDetected++;
-  else if (n.kind === "ineligible") deps.stats.ineligibleExpiries++;
-  else if (n.kind === "etcdKeyAcquired") deps.stats.etcdKeyAcquired++;
-  else if (n.kind === "awaitingBacklog") deps.stats.takeoversAwaitingBacklog++;
-  else if (n.kind === "backlogApplied") deps.stats.backlogsApplied++;
-  else if (n.kind === "takeoverCalledOff") deps.stats.takeoversCalledOff++;
+  const { stats } = deps;
+  switch (n.kind) {
+    case "woke":
+      stats.selfPauseDetected++;
+      return;
+    case "ineligible":
+      stats.ineligibleExpiries++;
+      return;
+    case "etcdKeyAcquired":
+      stats.etcdKeyAcquired++;
+      return;
+    case "awaitingBacklog":
+      stats.takeoversAwaitingBacklog++;
+      deps.backlogWaitBegan();
+      return;
+    case "backlogApplied":
+      stats.backlogsApplied++;
+      return;
+    case "takeoverCalledOff":
+      stats.takeoversCalledOff++;
+      return;
+    case "deviceFailed":
+      if (n.takeoverDropped) stats.takeoversDroppedForDevice++;
+      return;
+    default:
+      return;
+  }
 }
 
 function receiverEvent(
@@ -100,11 +122,22 @@ function receiverEvent(
       return;
     case "foreignReplica":
       deps.stats.foreignReplicasDropped++;
+      if (lineageOnly(e.detail)) deps.stats.foreignByLineageOnly++;
       if (replaced !== undefined) deps.checker.replaced(deps.node, replaced, r.epoch);
       return;
     default:
       return;
   }
+}
+
+/**
+ * A foreign replica told by its lineage alone: the replica a snapshot kept, or one no longer
+ * than the primary's log (before lineages, only a longer one was caught).
+ */
+function lineageOnly(detail: string): boolean {
+  if (detail.startsWith("kept replica of lineage")) return true;
+  const m = /^lineage .* \(received (\d+), the primary's last seq (\d+)\)$/.exec(detail);
+  return m !== null && Number(m[1]) <= Number(m[2]);
 }
 
 /** A simulated stream as the Link the shipped shells take (it never reports a full buffer). */

@@ -34,12 +34,20 @@ export interface FailoverStats {
   staleEpochRefusals: number;
   /** Replicas a standby dropped as another history than its primary's (foreignReplica). */
   foreignReplicasDropped: number;
+  /** Of those, told by their lineage alone (no longer than the primary's log, or a kept one). */
+  foreignByLineageOnly: number;
   /** Takeovers with the replica a snapshot in progress was replacing (the best state left). */
   takeoversMidSnapshot: number;
   /** Recovery takeovers put off because the device had a backlog to apply first. */
   recoveriesAwaitingBacklog: number;
   /** Takeovers waiting for the backlog called off: the old primary spoke (peer mode). */
   takeoversCalledOff: number;
+  /** Standby devices failed by the plan (params deviceFailure) during a backlog wait. */
+  standbyDevicesFailed: number;
+  /** Takeovers that waited for a device that failed: given up, never promoted with it. */
+  takeoversDroppedForDevice: number;
+  /** Nodes that exited because their device failed (restarted later, as systemd would). */
+  deviceFailureExits: number;
   crashes: number;
   crashesOfPrimary: number;
   restarts: number;
@@ -101,9 +109,13 @@ export function emptyFailoverStats(): FailoverStats {
     primariesMet: 0,
     staleEpochRefusals: 0,
     foreignReplicasDropped: 0,
+    foreignByLineageOnly: 0,
     takeoversMidSnapshot: 0,
     recoveriesAwaitingBacklog: 0,
     takeoversCalledOff: 0,
+    standbyDevicesFailed: 0,
+    takeoversDroppedForDevice: 0,
+    deviceFailureExits: 0,
     crashes: 0,
     crashesOfPrimary: 0,
     restarts: 0,

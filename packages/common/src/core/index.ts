@@ -10,6 +10,7 @@ export * from "./etcd-lease.js";
 export * from "./failover.js";
 export * from "./lease.js";
 export * from "./lease-channel.js";
+export * from "./lineage.js";
 export * from "./log.js";
 export * from "./messages.js";
 export * from "./node-machine.js";

@@ -21,6 +21,8 @@ export type PrimaryMessage =
       /** Its device's kernel contract and what that device is (absent: did not say). */
       readonly kernelContract?: number;
       readonly device?: string;
+      /** The history its state belongs to (core/lineage.ts); absent: a build without lineages. */
+      readonly lineage?: string;
     }
   | {
       readonly kind: "entries";
@@ -118,6 +120,8 @@ export type StandbyMessage =
       /** Its device's kernel contract and what that device is (absent: did not say). */
       readonly kernelContract?: number;
       readonly device?: string;
+      /** The lineage of the replica it holds (absent: none, or a build without lineages). */
+      readonly lineage?: string;
     }
   | {
       readonly kind: "ack";

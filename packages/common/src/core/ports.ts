@@ -55,6 +55,12 @@ export interface Supervisor {
   maintenancePaused(): boolean;
   /** A standby: the maintenance flag its primary's heartbeat carried. */
   adoptMaintenance(paused: boolean): void;
+  /**
+   * The role's device failed (it completes nothing more): the node can serve no one, so it
+   * steps down and exits (vgpud: code 3; restarted, it resyncs as a standby with a fresh
+   * device). A standby whose takeover waited for that device's backlog does not take over.
+   */
+  deviceFailed(failure: { readonly reason: string; readonly seq: number }): void;
 }
 
 /**

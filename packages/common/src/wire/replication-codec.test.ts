@@ -1,6 +1,7 @@
 // Proves the replication codec is lossless for every message kind (domain → proto → bytes →
 // proto → domain), that decoded bytes are copies detached from the receive buffer, and that
-// malformed messages decode to MalformedError, never a throw (an over-long hello version too).
+// malformed messages decode to MalformedError, never a throw (an over-long hello version or
+// lineage too).
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import type { Entry } from "../core/entries.js";
@@ -218,6 +219,7 @@ const primaryMessages: PrimaryMessage[] = [
     protocolVersion: 1,
     kernelContract: 2,
     device: "webgpu nvidia nvidia-h100-80gb-hbm3 (hopper, webgpu 0.6.2)",
+    lineage: "4c1f6a2e-0b7d-4f7e-9a51-2d3c8e6b9f10",
   },
   {
     kind: "deviceFault",
@@ -243,6 +245,7 @@ const standbyMessages: StandbyMessage[] = [
     lastAppliedSeq: 77,
     snapshotId: 11,
     snapshotChunk: 3,
+    lineage: "4c1f6a2e-0b7d-4f7e-9a51-2d3c8e6b9f10",
   },
   {
     kind: "hello",
@@ -395,6 +398,25 @@ describe("replication codec", () => {
       });
     expect(decodeStandbyMessage(hello("1".repeat(64)))).not.toBeInstanceOf(MalformedError);
     expect(decodeStandbyMessage(hello("1".repeat(65)))).toBeInstanceOf(MalformedError);
+  });
+
+  it("reports a hello's lineage of more than 64 characters as malformed (either side's)", () => {
+    const standby = (lineage: string) =>
+      create(StandbyMessageSchema, {
+        epoch: 1n,
+        kind: { case: "hello", value: { clusterId: "c", nodeId: "b", lineage } },
+      });
+    const primary = (lineage: string) =>
+      create(PrimaryMessageSchema, {
+        epoch: 1n,
+        kind: { case: "hello", value: { clusterId: "c", nodeId: "a", lineage } },
+      });
+    expect(decodeStandbyMessage(standby("x".repeat(64)))).not.toBeInstanceOf(MalformedError);
+    expect(decodeStandbyMessage(standby("x".repeat(65)))).toBeInstanceOf(MalformedError);
+    expect(decodePrimaryMessage(primary("x".repeat(64)))).not.toBeInstanceOf(MalformedError);
+    expect(decodePrimaryMessage(primary("x".repeat(65)))).toBeInstanceOf(MalformedError);
+    // An empty lineage (a build from before them) decodes to none.
+    expect(decodeStandbyMessage(standby(""))).not.toHaveProperty("lineage");
   });
 
   it("reports an unknown session close reason as malformed", () => {

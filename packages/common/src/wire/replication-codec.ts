@@ -5,6 +5,7 @@
 // Entries are converted in entry-codec.ts, snapshot chunks in snapshot-codec.ts.
 import { create } from "@bufbuild/protobuf";
 import type { Entry } from "../core/entries.js";
+import { LINEAGE_MAX_CHARS } from "../core/lineage.js";
 import type {
   CheckpointResult,
   LateResult,
@@ -83,6 +84,7 @@ function encodePrimaryKind(m: PrimaryMessage, pack: Pack): WirePrimaryMessage["k
           lastSeq: BigInt(m.lastSeq),
           ...(m.leaseKey !== undefined ? { leaseKey: m.leaseKey } : {}),
           ...versionToWire(m),
+          ...(m.lineage !== undefined ? { lineage: m.lineage } : {}),
         }),
       };
     case "entries":
@@ -156,6 +158,7 @@ function decodePrimaryOrThrow(
         lastSeq: toSafe(k.value.lastSeq, "last seq"),
         ...leaseKeyOf(k.value.leaseKey),
         ...versionOf(k.value),
+        ...lineageOf(k.value.lineage),
       };
     case "entries":
       return decodeEntries(epoch, k.value, unpacker);
@@ -248,6 +251,7 @@ function encodeStandbyKind(m: StandbyMessage): WireStandbyMessage["kind"] {
           snapshotChunk: m.snapshotChunk,
           pullsSnapshots: m.pullsSnapshots ?? false,
           ...versionToWire(m),
+          ...(m.lineage !== undefined ? { lineage: m.lineage } : {}),
         }),
       };
     case "ack":
@@ -309,6 +313,7 @@ function decodeStandbyOrThrow(w: WireStandbyMessage): StandbyMessage {
         snapshotChunk: k.value.snapshotChunk,
         ...(k.value.pullsSnapshots ? { pullsSnapshots: true } : {}),
         ...versionOf(k.value),
+        ...lineageOf(k.value.lineage),
       };
     case "ack": {
       const appliedSeq = toSafe(k.value.appliedSeq, "applied seq");
@@ -397,6 +402,15 @@ function versionOf(w: {
     ...(w.kernelContractVersion !== 0 ? { kernelContract: w.kernelContractVersion } : {}),
     ...(w.device !== "" ? { device: w.device } : {}),
   };
+}
+
+/** A hello's lineage: absent when empty; at most LINEAGE_MAX_CHARS characters. */
+function lineageOf(lineage: string): { lineage?: string } {
+  if (lineage === "") return {};
+  if (lineage.length > LINEAGE_MAX_CHARS) {
+    malformed(`lineage of ${lineage.length} characters (at most ${LINEAGE_MAX_CHARS})`);
+  }
+  return { lineage };
 }
 
 /** A hello's lease key: copied out of the receive buffer; absent when empty; at most 64 bytes. */

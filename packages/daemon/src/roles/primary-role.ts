@@ -5,6 +5,7 @@
 // simulator runs the same driver over its own ports. What stays here is the daemon's alone:
 // the idle reaper, operators' paths (close a session, verify, switchover as a Promise) and
 // status.
+import { randomUUID } from "node:crypto";
 import {
   type DiscardedWork,
   encodeStandbyMessage,
@@ -138,6 +139,7 @@ export class PrimaryRole implements Role {
         supervisor: deps.supervisor,
         backend: takeover?.backend ?? new Backend(backendOptions(config, false, deps.device)),
         log: new ReplicationLog(takeover?.lastSeq ?? 0),
+        newLineage: () => randomUUID(),
         dialPeer: this.client ? () => this.client!.dial() : undefined,
         guests: (hooks) => {
           guests = this.guestService(hooks);

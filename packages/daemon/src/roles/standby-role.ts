@@ -220,6 +220,14 @@ export class StandbyRole implements Role {
           "the primary spoke while the takeover waited for the backlog: no takeover",
         );
         return;
+      case "deviceFailed":
+        logger.error(
+          { seq: r.appliedSeq, reason: n.reason, backlogEntries: n.backlog },
+          n.takeoverDropped
+            ? "device failed while the takeover waited for the backlog: no takeover; stepping down"
+            : "device failed: this replica can never take over; stepping down",
+        );
+        return;
       default:
         return;
     }

@@ -87,6 +87,12 @@ export class Backend {
   /** Record dirty pages for replication (a primary in per-page mode); starts from options. */
   trackMmio: boolean;
   /**
+   * The history this state belongs to (common's core/lineage.ts): set by the primary that
+   * starts one, or by the standby that installs a snapshot of it; "" unknown. Not part of the
+   * digest: it names the history, it is not state a guest can see.
+   */
+  lineage = "";
+  /**
    * Called before any guest-visible byte of a buffer changes, with the byte range about to
    * change. A snapshot in progress uses it to keep pages it has not sent yet (copy-on-write).
    */

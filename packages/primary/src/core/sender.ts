@@ -21,6 +21,7 @@ import {
   type LateResult,
   NO_HELLO,
   type NodeVersion,
+  otherLineage,
   type PrimaryMessage,
   REPLICATION_PROTOCOL_VERSION,
   type ReplicationLog,
@@ -71,6 +72,11 @@ export class Sender {
   private pendingHello = false;
   /** Sent in every hello: authenticates this primary's lease channel (undefined: none). */
   leaseKey: Uint8Array | undefined;
+  /**
+   * The history this primary's state belongs to (core/lineage.ts), sent in every hello; a
+   * standby's replica of another lineage is not resumed. "": none (as a build without them).
+   */
+  lineage = "";
   /** The other end of this connection said a hello naming our peer of our cluster. */
   private peerVerified = false;
   /** This connection's peer was refused for its version: its error says so again, uncounted. */
@@ -243,8 +249,11 @@ export class Sender {
       });
       return;
     }
+    // A replica of another history (core/lineage.ts) is never resumed, whatever its length
+    // (the standby drops it on our hello: this is its older builds' and our own guard).
     const resumable =
       !hello.empty &&
+      !otherLineage(hello.lineage ?? "", this.lineage) &&
       hello.lastAppliedSeq <= this.log.lastSeq &&
       (hello.lastAppliedSeq === this.log.lastSeq || this.log.has(hello.lastAppliedSeq + 1));
     if (resumable) {
@@ -424,6 +433,7 @@ export class Sender {
         firstRetainedSeq: this.log.firstRetainedSeq,
         lastSeq: this.log.lastSeq,
         ...(this.leaseKey !== undefined ? { leaseKey: this.leaseKey } : {}),
+        ...(this.lineage !== "" ? { lineage: this.lineage } : {}),
         // Without a version: this build's protocol (a hello without one is protocol 1).
         ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
       });

@@ -19,6 +19,7 @@ import {
   deviceTestOptions as options,
   primaryOfFive,
   type TestPrimary,
+  testPrimaryHello,
 } from "../testing/test-primary.js";
 import { applyEntry } from "./applier.js";
 import { Receiver } from "./receiver.js";
@@ -62,16 +63,7 @@ function snapshotOf(p: TestPrimary, id = 1) {
   return { chunk };
 }
 
-type PrimaryHello = Extract<PrimaryMessage, { kind: "hello" }>;
-
-const primaryHello = (lastSeq: number): PrimaryHello => ({
-  kind: "hello",
-  epoch: 2,
-  clusterId: "c",
-  nodeId: "a",
-  firstRetainedSeq: 1,
-  lastSeq,
-});
+const primaryHello = (lastSeq: number) => testPrimaryHello({ lastSeq });
 
 const saysEmpty = (out: StandbyMessage) => out.kind === "hello" && out.empty;
 

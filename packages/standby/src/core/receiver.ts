@@ -28,7 +28,12 @@ import type {
   SnapshotChunk,
   StandbyMessage,
 } from "@vgpu-ha/common/core";
-import { deviceFaultRecord, ErrorCode, REPLICATION_PROTOCOL_VERSION } from "@vgpu-ha/common/core";
+import {
+  deviceFaultRecord,
+  ErrorCode,
+  otherLineage,
+  REPLICATION_PROTOCOL_VERSION,
+} from "@vgpu-ha/common/core";
 import type { Backend, BackendOptions } from "@vgpu-ha/gpu-model";
 import { digestWhenDone, SnapshotSink, summarizeResult } from "@vgpu-ha/gpu-model";
 import Denque from "denque";
@@ -108,6 +113,10 @@ export class Receiver {
   private ackedAppliedSeq = 0;
   /** Bumped whenever the backend is replaced: device callbacks of an older one are dropped. */
   private generation = 0;
+  /** The lineage of the primary of this connection (its first hello; "": it said none). */
+  private primaryLineage = "";
+  /** The lineage of the snapshot in progress: its primary's when its chunk 0 came. */
+  private sinkLineage = "";
 
   /**
    * Every entry up to it is applied: its device work is complete (the device's done seq). At
@@ -208,6 +217,7 @@ export class Receiver {
    * (copies the primary repeats are answered by step()).
    */
   answerHello(primary: Extract<PrimaryMessage, { kind: "hello" }>): StandbyMessage {
+    this.primaryLineage = primary.lineage ?? "";
     this.refuseForeign(primary.lastSeq);
     return this.hello();
   }
@@ -221,6 +231,7 @@ export class Receiver {
   }
 
   private helloMessage(): Extract<StandbyMessage, { kind: "hello" }> {
+    const lineage = this.state === "replica" ? (this.backend?.lineage ?? "") : "";
     return {
       kind: "hello",
       epoch: this.epoch,
@@ -231,6 +242,7 @@ export class Receiver {
       snapshotId: this.sink?.snapshotId ?? 0,
       snapshotChunk: this.sink?.received ?? 0,
       ...(this.options.pullsSnapshots ? { pullsSnapshots: true } : {}),
+      ...(lineage !== "" ? { lineage } : {}),
       // Without a version: this build's protocol (a hello without one is protocol 1).
       ...(this.options.version ?? { protocolVersion: REPLICATION_PROTOCOL_VERSION }),
     };
@@ -675,6 +687,7 @@ export class Receiver {
       this.newestSnapshotId = chunk.snapshotId;
       this.sink?.close();
       this.sink = new SnapshotSink(this.options.backendOptions, chunk);
+      this.sinkLineage = this.primaryLineage;
       this.state = "snapshot";
       this.granted = false;
       this.announcedHandover = undefined;
@@ -710,7 +723,9 @@ export class Receiver {
       ];
     }
     if (sink.done) {
-      this.replaceBackend(sink.result()!, sink.atSeq);
+      const installed = sink.result()!;
+      installed.lineage = this.sinkLineage; // the history it is a snapshot of
+      this.replaceBackend(installed, sink.atSeq);
       this.state = "replica";
       this.gapReportedAt = -1;
       this.events.push({
@@ -746,16 +761,32 @@ export class Receiver {
   }
 
   /**
-   * A replica that holds entries beyond the primary's last seq is no prefix of its log: it is
-   * another history — a primary that started the pair afresh, told by its probe that we held
-   * nothing, while a dead primary's late snapshot was still completing here (failover seed
-   * 6495). Resumed, it would skip the primary's entries up to our received seq as duplicates
-   * and hold the grant with a state the primary never had. It is dropped, so our hello says
-   * empty and the primary sends a snapshot.
+   * A replica of another history than the primary's is dropped, so our hello says empty and
+   * the primary sends a snapshot; resumed, it would skip the primary's entries up to our
+   * received seq as duplicates and hold the grant with a state the primary never had. Another
+   * history is told by its lineage (core/lineage.ts) when both sides know theirs: a replica
+   * that once followed another pair's primary, or the pair's own history before a node started
+   * it afresh, whatever its length. Without lineages (a build from before them) only a replica
+   * holding entries beyond the primary's last seq shows it: a primary that started the pair
+   * afresh, told by its probe that we held nothing, while a dead primary's late snapshot was
+   * still completing here (failover seed 6495). During a snapshot, the replica it replaces (kept
+   * for a takeover) is dropped when its lineage is another; the snapshot goes on.
    */
   private refuseForeign(primaryLastSeq: number): void {
-    if (this.state !== "replica" || this.receivedSeq <= primaryLastSeq) return;
-    const detail = `received ${this.receivedSeq}, beyond the primary's last seq ${primaryLastSeq}`;
+    const backend = this.backend;
+    if (backend === undefined) return;
+    const lineage = otherLineage(backend.lineage, this.primaryLineage);
+    if (this.state === "snapshot" && lineage) {
+      this.dropBackend();
+      const detail = `kept replica of lineage ${backend.lineage}, not the primary's ${this.primaryLineage}`;
+      this.events.push({ kind: "foreignReplica", seq: primaryLastSeq, detail });
+      return;
+    }
+    if (this.state !== "replica") return;
+    if (!lineage && this.receivedSeq <= primaryLastSeq) return;
+    const detail = lineage
+      ? `lineage ${backend.lineage}, not the primary's ${this.primaryLineage} (received ${this.receivedSeq}, the primary's last seq ${primaryLastSeq})`
+      : `received ${this.receivedSeq}, beyond the primary's last seq ${primaryLastSeq}`;
     this.dropBackend();
     this.state = "empty";
     this.granted = false;

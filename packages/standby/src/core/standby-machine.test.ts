@@ -5,8 +5,10 @@
 // etcd mode the key is read at the poll interval, the peer is probed only when the record
 // alone does not decide, an ungranted replica on the peer is waited for, and answers to no
 // request under way are ignored; a takeover waits for the received backlog, and in peer mode the
-// old primary speaking meanwhile calls it off. Properties (fast-check): whatever the inputs, at most one
-// promote comes out, every promote comes after a park, and no request overlaps another.
+// old primary speaking meanwhile calls it off; a replica's device that fails ends every
+// takeover (a waiting one is given up) and is reported to the node once. Properties
+// (fast-check): whatever the inputs, at most one promote comes out, every promote comes after a
+// park, and no request overlaps another.
 import type { PeerView } from "@vgpu-ha/common/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -453,5 +455,50 @@ describe("a takeover waits for the received backlog", () => {
     const handover = peer.handover();
     expect(promotes(handover)[0]?.reason).toBe("switchover"); // a handover is not held here
     expect(peer.primaryHeard()).toEqual([]);
+  });
+});
+
+describe("a replica's device that fails", () => {
+  const FAILURE = { reason: "device thread exited (code 1)", seq: 4 };
+
+  it("gives up a takeover waiting for its backlog, tells the node once, and decides nothing more", () => {
+    const m = peerMode();
+    ticks(m, 0, 1000, 0, { ...ELIGIBLE, backlog: 7 });
+    expect(m.holdingTakeover).toBe(true);
+    const out = m.deviceFailed(FAILURE, 7);
+    expect(kinds(out)).toEqual(["note", "deviceFailed"]);
+    expect(out[0]).toMatchObject({
+      note: { kind: "deviceFailed", backlog: 7, takeoverDropped: true },
+    });
+    expect(out[1]).toEqual({ kind: "deviceFailed", failure: FAILURE });
+    expect(m.holdingTakeover).toBe(false);
+    expect(m.replicaDeviceFailed).toBe(true);
+    expect(m.deviceFailed(FAILURE, 7)).toEqual([]); // once
+    expect(m.backlogApplied(1100, ELIGIBLE)).toEqual([]); // an answer after it changes nothing
+    expect(ticks(m, 1100, 3000, 0, ELIGIBLE)).toEqual([]);
+    expect(m.handover()).toEqual([]);
+  });
+
+  it("an idle one: no expiry promotes the replica afterwards (peer), nor a key (etcd)", () => {
+    const peer = peerMode();
+    expect(notes(peer.deviceFailed(FAILURE, 0))).toEqual(["deviceFailed"]);
+    expect(ticks(peer, 0, 2000, 0, ELIGIBLE)).toEqual([]);
+    const etcd = etcdMode();
+    etcd.deviceFailed(FAILURE, 0);
+    expect(ticks(etcd, 0, 2000, undefined, ELIGIBLE)).toEqual([]); // not even a read
+  });
+
+  it("etcd: a key taken while the device failed is not used (the node is stepping down)", () => {
+    const m = etcdMode();
+    m.tick(0, undefined, ELIGIBLE);
+    m.etcdRead(reading({ epoch: 5, primary: "a", replica: "b" }), ELIGIBLE);
+    m.deviceFailed(FAILURE, 3);
+    expect(promotes(m.etcdAcquired(true, ELIGIBLE, 10))).toEqual([]);
+  });
+
+  it("a stopped standby is told nothing more", () => {
+    const m = peerMode();
+    m.stop("node shutting down");
+    expect(m.deviceFailed(FAILURE, 0)).toEqual([]);
   });
 });

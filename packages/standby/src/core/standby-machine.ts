@@ -63,7 +63,19 @@ export type StandbyNote =
   /** The backlog is applied: the takeover goes on after waiting this long. */
   | { readonly kind: "backlogApplied"; readonly waitedMs: number }
   /** The old primary spoke while the takeover waited for the backlog: no takeover (peer mode). */
-  | { readonly kind: "takeoverCalledOff" };
+  | { readonly kind: "takeoverCalledOff" }
+  /**
+   * The replica's device failed: it completes nothing more, so this standby never takes over
+   * (`takeoverDropped`: a takeover waiting for its backlog was given up) and the node exits.
+   */
+  | {
+      readonly kind: "deviceFailed";
+      readonly reason: string;
+      readonly seq: number;
+      /** Entries received and never to be applied (the backlog when the device failed). */
+      readonly backlog: number;
+      readonly takeoverDropped: boolean;
+    };
 
 /**
  * What the driver does, in order. `promote` asks the node to take over: the node persists the
@@ -86,7 +98,19 @@ export type StandbyAction =
   | { readonly kind: "etcdAcquire"; readonly epoch: number }
   /** Call backlogApplied() once the device has applied everything received so far. */
   | { readonly kind: "awaitDevice" }
+  /**
+   * The replica's device failed: the node can serve no one with it and steps down (the
+   * daemon exits with code 3 and restarts empty: Supervisor.deviceFailed).
+   */
+  | { readonly kind: "deviceFailed"; readonly failure: DeviceFailureFact }
   | { readonly kind: "note"; readonly note: StandbyNote };
+
+/** A device failure as the machine is told of it (gpu-model's DeviceFailure). */
+export interface DeviceFailureFact {
+  readonly reason: string;
+  /** The seq of the entry whose device work was running (0: none known). */
+  readonly seq: number;
+}
 
 /** The standby's etcd view, for status. */
 export interface EtcdStatus {
@@ -116,6 +140,8 @@ export class StandbyMachine {
   heardMs: number | undefined;
   private promoting = false;
   private stopped = false;
+  /** The replica's device failed: nothing is decided any more (deviceFailed). */
+  private failed = false;
   private ineligibleNoted = false;
   private pausedNoted = false;
   private parkingNow = false;
@@ -157,6 +183,7 @@ export class StandbyMachine {
     );
     this.lastWatchMs = watch.lastWatchMs;
     this.heardMs = watch.lastMessageMs;
+    if (this.failed) return [];
     if (verdict === "woke") return [note({ kind: "woke" })];
     if (this.options.etcdPollMs !== undefined) return this.pollEtcd(nowMs, this.options.etcdPollMs);
     if (verdict === "no-primary" || this.promoting) return [];
@@ -176,12 +203,37 @@ export class StandbyMachine {
    */
   backlogApplied(nowMs: number, facts: StandbyFacts): StandbyAction[] {
     const held = this.held;
-    if (held === undefined || this.stopped) return [];
+    if (held === undefined || this.stopped || this.failed) return [];
     if (facts.backlog > 0) return [{ kind: "awaitDevice" }];
     this.held = undefined;
     const waitedMs = nowMs - held.sinceMs;
     this.lastBacklogWaitMs = waitedMs;
     return [note({ kind: "backlogApplied", waitedMs }), held.promote];
+  }
+
+  /**
+   * The replica's device failed (progress.onFailure): it completes nothing more — the entries
+   * still queued on it are never applied, and work handed to it from now on is dropped while
+   * its done seq says complete. So this replica is never taken over with: a takeover waiting
+   * for the backlog (whose answer would never come: the standby would wait for ever, mute to
+   * the old primary) is dropped, no expiry, key or handover promotes it any more, and the node
+   * is told to step down (the failure table: a node whose device fails cannot serve). Once.
+   */
+  deviceFailed(failure: DeviceFailureFact, backlog: number): StandbyAction[] {
+    if (this.failed || this.stopped) return [];
+    this.failed = true;
+    const takeoverDropped = this.held !== undefined;
+    this.held = undefined;
+    const { reason, seq } = failure;
+    return [
+      note({ kind: "deviceFailed", reason, seq, backlog, takeoverDropped }),
+      { kind: "deviceFailed", failure: { reason, seq } },
+    ];
+  }
+
+  /** The replica's device failed: this standby takes over no more. */
+  get replicaDeviceFailed(): boolean {
+    return this.failed;
   }
 
   /**
@@ -202,6 +254,7 @@ export class StandbyMachine {
 
   /** The primary handed over (the receiver's handover event). */
   handover(): StandbyAction[] {
+    if (this.failed) return [];
     const park = this.park();
     if (this.options.etcdPollMs !== undefined) {
       this.handoverPending = true; // promote once the key is ours
@@ -269,7 +322,7 @@ export class StandbyMachine {
   }
 
   private pollEtcd(nowMs: number, pollMs: number): StandbyAction[] {
-    if (this.promoting || this.etcd.phase !== "idle" || this.stopped) return [];
+    if (this.failed || this.promoting || this.etcd.phase !== "idle" || this.stopped) return [];
     const everyMs = this.handoverPending ? HANDOVER_POLL_MS : pollMs;
     if (nowMs - this.etcdLastMs < everyMs) return [];
     this.etcdLastMs = nowMs;
@@ -338,6 +391,7 @@ export class StandbyMachine {
     nowMs: number,
     epoch?: number,
   ): StandbyAction[] {
+    if (this.failed) return []; // a failed device's replica is never served
     this.promoting = true;
     const promote: StandbyAction = {
       kind: "promote",

@@ -1,7 +1,12 @@
 // A primary's side for the receiver's tests: a backend of another seed than the standby's, and
 // entries as the sequencer makes them (seq 1 opens session "s" of tenant "t"; a call whose
 // output is data leaves with an empty digest, kept in `outputs` for its late result).
-import type { Entry, EntryBody } from "@vgpu-ha/common/core";
+import {
+  type Entry,
+  type EntryBody,
+  type PrimaryMessage,
+  REPLICATION_PROTOCOL_VERSION,
+} from "@vgpu-ha/common/core";
 import {
   Backend,
   type BackendOptions,
@@ -68,4 +73,20 @@ export function primaryOfFive(): TestPrimary {
   p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 0, data: new Uint8Array(8).fill(1) });
   p.call({ op: "dmaWrite", context: 1, bo: 1, offset: 4096, data: new Uint8Array(8).fill(2) });
   return p;
+}
+
+type PrimaryHello = Extract<PrimaryMessage, { kind: "hello" }>;
+
+/** The hello of primary "a" of cluster "c" (epoch 2, an empty log, this build's protocol). */
+export function testPrimaryHello(overrides: Partial<PrimaryHello> = {}): PrimaryHello {
+  return {
+    kind: "hello",
+    epoch: 2,
+    clusterId: "c",
+    nodeId: "a",
+    firstRetainedSeq: 1,
+    lastSeq: 0,
+    protocolVersion: REPLICATION_PROTOCOL_VERSION,
+    ...overrides,
+  };
 }
