@@ -17,6 +17,8 @@ m.traceLinkMessage("send", { kind: "entries", epoch: 1, entries: [{ seq: 4 }, { 
 m.traceLinkMessage("recv", { kind: "ack", epoch: 1, receivedSeq: 5, appliedSeq: 2 });
 m.traceLinkMessage("send", { kind: "heartbeat", epoch: 1, lastSeq: 9 });
 globalThis.gc();
+// The GC entry reaches observers from a later turn of the event loop, not before exit.
+await new Promise((resolve) => setTimeout(resolve, 50));
 console.log(m.seqTraceOn);
 `;
 
