@@ -236,7 +236,9 @@ describe("authenticated sessions from two sources, against small budgets", () =>
     const socket = connect({
       host: "127.0.0.1",
       port,
-      localAddress: "127.0.0.2",
+      // A source of its own: the attacks above may still hold 127.0.0.2's connections (its
+      // per-source cap would then refuse this one at accept, not by the open timeout).
+      localAddress: "127.0.0.4",
       allowHalfOpen: true,
     });
     socket.on("error", () => undefined);
