@@ -51,9 +51,10 @@ afterAll(() => {
 function plain(result: OpResult): unknown {
   if (result instanceof Uint8Array) return Buffer.from(result).toString("hex");
   if (result === undefined || Array.isArray(result)) return result;
+  if ("returned" in result) return { returned: result.returned.length };
   const { wire: _wire, ...chunk } = result as Exclude<
     OpResult,
-    Uint8Array | readonly string[] | undefined
+    Uint8Array | readonly string[] | undefined | { returned: unknown }
   >;
   return { ...chunk, pages: chunk.pages.map((p) => ({ ...p, data: plain(p.data) })) };
 }

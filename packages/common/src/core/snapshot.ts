@@ -55,6 +55,11 @@ export interface SnapshotChunk {
    * may take that buffer (move it to its thread) instead of copying the pages.
    */
   readonly pagesOwned?: boolean;
+  /**
+   * With pagesOwned: told the receive buffers once the device has written the pages and holds
+   * no view of them (Device.writePages), for the receiver to reuse (a pages socket's pool).
+   */
+  readonly pagesReturn?: (buffers: readonly ArrayBuffer[]) => void;
 }
 
 export function chunkBytes(chunk: SnapshotChunk): number {

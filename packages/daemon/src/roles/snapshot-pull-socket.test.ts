@@ -5,7 +5,9 @@
 // refused with the PullSnapshot codes before any chunk; a hello that is late, over its bound or
 // not a hello ends the connection; mutual TLS refuses a client certificate
 // from another CA; a port without the socket (an older primary) is told apart and the pull goes
-// to gRPC instead; a connection cut in the middle of a frame ends the pull with that reason.
+// to gRPC instead; a connection cut in the middle of a frame ends the pull with that reason;
+// a chunk's receive buffer is reused for a later chunk once given back (pagesReturn, as the
+// device does after writing it), and never while it is held.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
@@ -139,6 +141,7 @@ function pull(
   address: string,
   request: StandbyMessage,
   tls?: { files: TlsFiles },
+  onChunk: (m: PrimaryMessage) => void = () => undefined,
 ): Promise<Pulled> {
   const client = pagesClient({
     address,
@@ -149,7 +152,10 @@ function pull(
   return new Promise((resolve) =>
     client.open(
       request,
-      (m) => got.push(m),
+      (m) => {
+        got.push(m);
+        onChunk(m);
+      },
       (reason, foreign) => resolve({ got, reason, foreign }),
     ),
   );
@@ -168,6 +174,24 @@ function expectAllChunks(p: Pulled): void {
 describe("a pull over the pages socket", () => {
   it("delivers every chunk from the one asked, each its own buffer, then ends (plaintext)", async () => {
     expectAllChunks(await pull(await primaryPort({}), hello()));
+  });
+
+  it("reuses a chunk's receive buffer once given back, never one still held", async () => {
+    const buffers = (p: Pulled) =>
+      p.got.map((m) => (m.kind === "snapshot" ? m.chunk.pages[0]!.data.buffer : undefined));
+    const held = await pull(await primaryPort({}), hello());
+    expectAllChunks(held); // each still holds its own bytes
+    expect(new Set(buffers(held)).size).toBe(3);
+    const seen: number[] = [];
+    const given = await pull(await primaryPort({}), hello(), undefined, (m) => {
+      if (m.kind !== "snapshot") return;
+      const data = m.chunk.pages[0]!.data;
+      seen.push(data.every((x) => x === m.chunk.index) ? m.chunk.index : -1);
+      m.chunk.pagesReturn!([data.buffer as ArrayBuffer]); // as the device, once written
+    });
+    expect(given.reason).toBe("");
+    expect(seen).toEqual([1, 2, 3]); // each read whole before the next reused its buffer
+    expect(new Set(buffers(given)).size).toBe(1);
   });
 
   it("refuses a hello of another cluster, peer, epoch or snapshot with PullSnapshot's codes", async () => {

@@ -4,7 +4,9 @@
 // PAGES_MAGIC — then the hello, then the primary's answer and the chunks. Each chunk is read
 // straight from the socket into a buffer of its frame's size (the socket's `onread` buffer is
 // the reader's target), decoded in place (the pages view that buffer) and marked pagesOwned, so
-// the device thread takes it without a copy (snapshot-sink.ts). A primary that does not speak
+// the device thread takes it without a copy (snapshot-sink.ts) and hands it back once written
+// (pagesReturn): the buffers come from a pool of the pull's own (receive-pool.ts), so a steady
+// pull allocates none per chunk. A primary that does not speak
 // it (an older version: ALPN h2 only, or HTTP/2's bytes in plaintext) is told apart from a
 // broken pull: `done` says so (`foreign`), and pagesPullPort turns to PullSnapshot.
 import { connect as netConnect, type Socket } from "node:net";
@@ -20,6 +22,7 @@ import {
   type TlsFiles,
   wire,
 } from "@vgpu-ha/common";
+import { ReceivePool } from "./receive-pool.js";
 import {
   FRAME,
   type Frame,
@@ -30,7 +33,6 @@ import {
   PAGES_MAGIC,
   parseRefused,
 } from "./snapshot-pull-frames.js";
-import { withOwnedPages } from "./snapshot-pull-grpc.js";
 
 export interface PagesClientOptions {
   /** The primary's replication address (peer.replicationAddress). */
@@ -60,6 +62,7 @@ function openPull(
   deliver: (m: PrimaryMessage) => void,
   done: PagesDone,
 ): () => void {
+  const pool = new ReceivePool();
   const reader = new FrameReader({
     accepts: {
       [FRAME.accepted]: 0,
@@ -67,13 +70,14 @@ function openPull(
       [FRAME.chunk]: o.maxMessageBytes,
       [FRAME.end]: 0,
     },
-    alloc: (bytes) => Buffer.allocUnsafeSlow(bytes), // its own ArrayBuffer, moved to the device
+    alloc: (bytes) => pool.take(bytes), // alone in its ArrayBuffer, moved to the device and back
   });
   let finished = false;
   let accepted = false;
   const finish = (reason: string, foreign = false) => {
     if (finished) return;
     finished = true;
+    pool.close();
     socket.destroy();
     done(reason, foreign);
   };
@@ -87,7 +91,7 @@ function openPull(
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
       if (m instanceof Error) finish(`malformed message: ${m.message}`);
-      else deliver(withOwnedPages(m));
+      else deliver(withPooledPages(m, f.payload, pool));
     } else if (f.kind === FRAME.end) finish("");
     else finish(`pages socket: frame ${f.kind} after the answer`);
   };
@@ -157,6 +161,22 @@ function dialTls(
 interface OnRead {
   buffer: () => Uint8Array;
   callback: (n: number) => boolean;
+}
+
+/**
+ * A chunk whose pages view its frame's buffer alone (taken from the pull's pool) is marked
+ * pagesOwned, with pagesReturn giving the buffer back to the pool once the device wrote it.
+ * Pages in any other buffer (none expected) leave the chunk as it is: the device copies them.
+ */
+export function withPooledPages(
+  m: PrimaryMessage,
+  payload: Uint8Array,
+  pool: ReceivePool,
+): PrimaryMessage {
+  if (m.kind !== "snapshot" || m.chunk.pages.length === 0) return m;
+  if (!m.chunk.pages.every((p) => p.data.buffer === payload.buffer)) return m;
+  const pagesReturn = (buffers: readonly ArrayBuffer[]) => pool.give(buffers);
+  return { ...m, chunk: { ...m.chunk, pagesOwned: true, pagesReturn } };
 }
 
 function chunkOf(payload: Uint8Array): PrimaryMessage | Error {

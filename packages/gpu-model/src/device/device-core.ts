@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { CoreSnapshot } from "./core-snapshot.js";
 import { KERNELS } from "./kernels/index.js";
 import type { ResolvedArg } from "./kernels/types.js";
-import type { DeviceOp, OpResult } from "./ops.js";
+import { type DeviceOp, type OpResult, ownedBuffersOf } from "./ops.js";
 import { VramBuffer } from "./vram-buffer.js";
 
 export interface DeviceCoreOptions {
@@ -53,7 +53,7 @@ export class DeviceCore {
         return undefined;
       case "pages":
         for (const w of op.writes) this.buffer(w.id).bytes.set(w.data, w.at);
-        return undefined;
+        return op.owned === true ? { returned: ownedBuffersOf(op.writes) } : undefined;
       case "xor": {
         const bytes = this.buffer(op.id).bytes;
         bytes[op.offset] = (bytes[op.offset]! ^ op.mask) & 0xff;

@@ -215,11 +215,29 @@ export class Device {
 
   /**
    * Queues byte ranges the caller checked against their buffers (page batches, snapshots);
-   * `owned`: their bytes are given away (ops.ts), nobody reads them after.
+   * `owned`: their bytes are given away (ops.ts), nobody reads them after. `returned`, with
+   * owned: told the writes' buffers once the device has written them and holds no view of
+   * them (a device thread moved them back), so the caller may reuse them; not told if the
+   * device fails first or cannot give them back.
    */
-  writePages(writes: readonly OpPageWrite[], owned = false): void {
+  writePages(
+    writes: readonly OpPageWrite[],
+    owned = false,
+    returned?: (buffers: readonly ArrayBuffer[]) => void,
+  ): void {
     if (writes.length === 0) return;
-    this.queue.submit(owned ? { k: "pages", writes, owned } : { k: "pages", writes });
+    if (!owned) {
+      this.queue.submit({ k: "pages", writes });
+      return;
+    }
+    this.queue.submit(
+      { k: "pages", writes, owned },
+      returned === undefined
+        ? undefined
+        : (r) => {
+            if (r !== undefined && "returned" in r && r.returned.length > 0) returned(r.returned);
+          },
+    );
   }
 
   /**

@@ -50,7 +50,8 @@ export type DeviceOp =
     }
   /**
    * `owned`: the writes' bytes are the caller's to give away (a pulled snapshot chunk's receive
-   * buffer): a device thread may take their buffers instead of a copy.
+   * buffer): a device thread may take their buffers instead of a copy, and answers them back
+   * (PagesReturned) once written, for the caller to reuse.
    */
   | { readonly k: "pages"; readonly writes: readonly OpPageWrite[]; readonly owned?: boolean }
   /** Flips the bits of `mask` in one byte (the operator's divergence drill). */
@@ -105,5 +106,26 @@ export interface ChunkResult {
   readonly last: boolean;
 }
 
-/** read: the bytes; hash: one SHA-256 hex per id; snapChunk: the chunk; others: nothing. */
-export type OpResult = Uint8Array | readonly string[] | ChunkResult | undefined;
+/**
+ * What an owned pages op answers: the writes' buffers, each once, after every byte was written
+ * (a device thread moves them back; it keeps no view of them).
+ */
+export interface PagesReturned {
+  readonly returned: readonly ArrayBuffer[];
+}
+
+/**
+ * read: the bytes; hash: one SHA-256 hex per id; snapChunk: the chunk; owned pages: their
+ * buffers; others: nothing.
+ */
+export type OpResult = Uint8Array | readonly string[] | ChunkResult | PagesReturned | undefined;
+
+/** An owned pages op's buffers, each once; none if any write views shared memory. */
+export function ownedBuffersOf(writes: readonly OpPageWrite[]): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  for (const w of writes) {
+    if (!(w.data.buffer instanceof ArrayBuffer)) return [];
+    buffers.add(w.data.buffer);
+  }
+  return [...buffers];
+}

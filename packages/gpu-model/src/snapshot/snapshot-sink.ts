@@ -1,7 +1,8 @@
 // Rebuilds a backend from snapshot chunks on the receiving node: chunk 0 recreates contexts,
 // buffers (on this node's own device, so its own device handles), sessions and counters;
 // later chunks fill buffer pages (queued to the device, all or nothing per chunk; a chunk whose
-// bytes are its own, pagesOwned, gives them to the device). Chunks must arrive in order.
+// bytes are its own, pagesOwned, gives them to the device, which hands the buffers back to
+// pagesReturn once written). Chunks must arrive in order.
 import { ErrorCode, type SnapshotChunk } from "@vgpu-ha/common/core";
 import { type Failure, fail } from "../device/failure.js";
 import type { OpPageWrite } from "../device/ops.js";
@@ -69,7 +70,7 @@ export class SnapshotSink {
         }
         writes.push({ id: gbo.bo.id, at, data: run.data });
       }
-      backend.device.writePages(writes, chunk.pagesOwned === true);
+      backend.device.writePages(writes, chunk.pagesOwned === true, chunk.pagesReturn);
     }
     this.expected++;
     if (chunk.last) this.complete = true;

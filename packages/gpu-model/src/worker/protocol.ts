@@ -26,6 +26,8 @@ export interface Completions {
 /** The buffers of typed arrays an operation or a result owns alone, to move instead of copy. */
 export function transferablesOf(value: OpResult): ArrayBuffer[] {
   if (value instanceof Uint8Array) return [value.buffer as ArrayBuffer];
+  // An owned pages op's buffers go back to the main thread (for reuse), not copied.
+  if (value !== undefined && "returned" in value) return [...value.returned];
   if (value !== undefined && "pages" in value) {
     // Each buffer once (a transfer list naming one twice is refused): the pages view one wire.
     // Shared memory (the model's chunks) is shared, not moved.

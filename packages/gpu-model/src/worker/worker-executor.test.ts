@@ -5,7 +5,8 @@
 // crossing; that a small operation runs at submit only when nothing before it is outstanding;
 // and
 // page writes whose bytes were given away (owned) move their buffer to the device thread
-// instead of a copy, and still land in VRAM; and
+// instead of a copy, still land in VRAM, and the buffer moves back (writePages' `returned`)
+// only after the device wrote it, whole and detached on the device side; and
 // its watchdog fails the device when a kernel runs past maxCallMs (testing.kernelDelayMs), with
 // the seq of the entry whose work was running.
 import { describe, expect, it } from "vitest";
@@ -100,11 +101,24 @@ describe("WorkerExecutor", () => {
       const given = new Uint8Array(300 * 1024).fill(5); // above the inline size: it crosses
       const kept = new Uint8Array(200 * 1024).fill(6);
       const device = backend.device;
-      device.writePages([{ id, at: 0, data: given.subarray(4096) }], true);
+      const returned: ArrayBuffer[][] = [];
+      const back = new Promise<void>((resolve) =>
+        device.writePages([{ id, at: 0, data: given.subarray(4096) }], true, (b) => {
+          returned.push([...b]);
+          resolve();
+        }),
+      );
       device.writePages([{ id, at: 300 * 1024, data: kept }]);
+      expect(returned).toEqual([]); // not back before the device thread ran it
       await afterDevice(backend);
-      expect(given.buffer.byteLength).toBe(0); // moved (detached here)
+      await back;
+      expect(given.buffer.byteLength).toBe(0); // moved (detached here): back as a new object
       expect(kept.byteLength).toBe(200 * 1024); // copied
+      expect(returned.length).toBe(1);
+      expect(returned[0]!.length).toBe(1);
+      const again = new Uint8Array(returned[0]![0]!);
+      expect(again.byteLength).toBe(300 * 1024); // the whole buffer, as it went
+      expect(again.every((x) => x === 5)).toBe(true);
       const read = g.ok({ op: "dmaRead", context: ctx, bo, offset: 0, length: 512 * 1024 });
       await afterDevice(backend);
       const data = read.output.kind === "data" ? read.output.data : new Uint8Array();

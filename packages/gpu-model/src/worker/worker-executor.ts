@@ -12,7 +12,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { DeviceCore } from "../device/device-core.js";
 import type { DeviceExecutor, ExecutorFactory, ExecutorSink } from "../device/executor.js";
-import type { DeviceOp } from "../device/ops.js";
+import { type DeviceOp, ownedBuffersOf } from "../device/ops.js";
 import type { VramBuffer } from "../device/vram-buffer.js";
 import { INLINE_MAX_BYTES, runsInline } from "./idle-inline.js";
 import { PageToucher } from "./page-toucher.js";
@@ -244,19 +244,17 @@ export class WorkerExecutor implements DeviceExecutor {
 
   /**
    * Page writes whose bytes were given away (a pulled snapshot chunk): their buffers move to
-   * the device thread as they are, each once, with no copy. Shared memory is never moved (it
-   * cannot be): such writes are copied as any others.
+   * the device thread as they are, each once, with no copy; it moves them back in the op's
+   * completion (PagesReturned). Shared memory is never moved (it cannot be): such writes are
+   * copied as any others, and the op is no longer owned (nothing comes back).
    */
   private taken(op: DeviceOp & { k: "pages" }): DeviceOp {
-    const buffers = new Set<ArrayBuffer>();
-    for (const w of op.writes) {
-      if (!(w.data.buffer instanceof ArrayBuffer)) {
-        return { k: "pages", writes: op.writes.map((x) => ({ ...x, data: this.own(x.data) })) };
-      }
-      buffers.add(w.data.buffer);
+    const buffers = ownedBuffersOf(op.writes);
+    if (buffers.length === 0) {
+      return { k: "pages", writes: op.writes.map((x) => ({ ...x, data: this.own(x.data) })) };
     }
     for (const b of buffers) this.transfer.push(b);
-    return { k: "pages", writes: op.writes };
+    return op;
   }
 
   private moved<T extends Uint8Array | Float64Array>(array: T): T {
