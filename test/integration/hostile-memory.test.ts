@@ -8,8 +8,9 @@
 // here), their resident memory growth stays within maxIncompleteBytesTotal plus a stated slack,
 // every reset is counted (vgpu_guest_refusals_total{reason="incomplete_bytes"}) and logged,
 // and an honest guest on 127.0.0.1 is served correct DMA results all along. Also: a connection
-// that sends bytes nghttp2 refuses after a valid preface, then half-closes, no longer stays
-// open: one that carries no stream within guest.openTimeoutMs is closed and counted.
+// that carries no stream within guest.openTimeoutMs (a valid preface and SETTINGS, then
+// nothing) is closed and counted, and one that sends bytes nghttp2 refuses after the preface,
+// then half-closes, no longer stays open.
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { Session } from "@vgpu-ha/client";
@@ -230,43 +231,48 @@ describe("authenticated sessions from two sources, against small budgets", () =>
   it("closes a connection that half-closes after bytes that never become a stream", async () => {
     const { node } = started;
     const port = Number(node.guest.slice(node.guest.lastIndexOf(":") + 1));
-    const before = (await metrics(node.ops)).get("vgpu_guest_refusals_total", {
-      reason: "open_timeout",
-    });
-    const socket = connect({
-      host: "127.0.0.1",
-      port,
-      // A source of its own: the attacks above may still hold 127.0.0.2's connections (its
-      // per-source cap would then refuse this one at accept, not by the open timeout).
-      localAddress: "127.0.0.4",
-      allowHalfOpen: true,
-    });
-    socket.on("error", () => undefined);
-    socket.on("data", () => undefined);
-    const t0 = performance.now();
-    const ended = new Promise<number>((resolve) => {
-      socket.once("end", () => resolve(performance.now() - t0));
-      socket.once("close", () => resolve(performance.now() - t0));
-    });
-    try {
-      await new Promise<void>((resolve) => socket.once("connect", resolve));
-      // A valid preface and SETTINGS, then a frame of a type HTTP/2 does not know at stream 0
-      // with a bad length, then the half-close (the write side ends, the read side stays).
-      socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-      socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
-      socket.write(Buffer.from([0xff, 0xff, 0xff, 0x0a, 0, 0, 0, 0, 1, 1, 2, 3]));
-      socket.end();
-      const closedAfterMs = await Promise.race([
-        ended,
-        new Promise<number>((r) => setTimeout(() => r(Number.POSITIVE_INFINITY), 10_000)),
-      ]);
-      expect(closedAfterMs).toBeLessThan(5000); // guest.openTimeoutMs is 1000 here
-    } finally {
-      socket.destroy();
-    }
-    const after = (await metrics(node.ops)).get("vgpu_guest_refusals_total", {
-      reason: "open_timeout",
-    });
-    expect(after).toBeGreaterThan(before);
+    const refusals = async (reason: string) =>
+      (await metrics(node.ops)).get("vgpu_guest_refusals_total", { reason });
+    /** Sends the bytes (then half-closes if told), and how long the node took to close it. */
+    const halfClose = async (
+      localAddress: string,
+      frames: Buffer[],
+      end: boolean,
+    ): Promise<number> => {
+      const socket = connect({ host: "127.0.0.1", port, localAddress, allowHalfOpen: true });
+      socket.on("error", () => undefined);
+      socket.on("data", () => undefined);
+      const t0 = performance.now();
+      const ended = new Promise<number>((resolve) => {
+        socket.once("end", () => resolve(performance.now() - t0));
+        socket.once("close", () => resolve(performance.now() - t0));
+      });
+      try {
+        await new Promise<void>((resolve) => socket.once("connect", resolve));
+        socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])); // an empty SETTINGS
+        for (const f of frames) socket.write(f);
+        if (end) socket.end(); // the write side ends, the read side stays
+        return await Promise.race([
+          ended,
+          new Promise<number>((r) => setTimeout(() => r(Number.POSITIVE_INFINITY), 10_000)),
+        ]);
+      } finally {
+        socket.destroy();
+      }
+    };
+    // A valid preface and SETTINGS, then nothing, the socket left open: no stream ever comes,
+    // so only the open timeout can close it (guest.openTimeoutMs is 1000 here).
+    const timeoutsBefore = await refusals("open_timeout");
+    expect(await halfClose("127.0.0.4", [], false)).toBeLessThan(5000);
+    expect(await refusals("open_timeout")).toBeGreaterThan(timeoutsBefore);
+    // Then a frame of a type HTTP/2 does not know, with a bad length, and the half-close (it
+    // stayed open before the open timeout existed, on this box): Node closes such a session
+    // itself on some hosts (CI, in 38-78 ms) and leaves it to the open timeout on others.
+    const before = await refusals("open_timeout");
+    const garbage = Buffer.from([0xff, 0xff, 0xff, 0x0a, 0, 0, 0, 0, 1, 1, 2, 3]);
+    const closedAfterMs = await halfClose("127.0.0.5", [garbage], true);
+    expect(closedAfterMs).toBeLessThan(5000);
+    if (closedAfterMs >= 1000) expect(await refusals("open_timeout")).toBeGreaterThan(before);
   }, 30_000);
 });
