@@ -41,6 +41,12 @@ export interface GuestServiceDeps {
    * deferral (`defer`), for every message served before it, and after a session is ended.
    */
   readonly afterApply?: () => void;
+  /**
+   * Called at once, synchronously, after each turn that served guest messages (afterApply
+   * comes later, once per deferral): the host's back-pressure check, so that the messages read
+   * in one poll of the sockets do not all pass the lag bound before afterApply runs.
+   */
+  readonly served?: () => void;
   /** Where guests should go instead, for NOT_PRIMARY. */
   readonly redirect?: () => string;
   /** This node's cluster id: an Open naming another one is answered WRONG_CLUSTER. */

@@ -238,7 +238,10 @@ export class GuestService implements GuestPort<GuestLink> {
       this.perform();
       if (this.cpuMs() - start >= TURN_MS) break;
     }
-    if (served) this.appliedSoon();
+    if (served) {
+      this.deps.served?.();
+      this.appliedSoon();
+    }
     if (!this.fair.empty && !this.turnScheduled) {
       this.turnScheduled = true;
       (this.deps.defer ?? setImmediate)(() => this.turn());

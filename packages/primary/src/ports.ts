@@ -29,6 +29,8 @@ export interface GuestHooks {
   readonly replicatedSeq: () => number | undefined;
   /** After each guest message was applied (or a session was closed): send, cut MMIO, release. */
   readonly afterApply: () => void;
+  /** At once after each turn that served guest messages: back-pressure (afterApply is deferred). */
+  readonly served?: () => void;
 }
 
 /**

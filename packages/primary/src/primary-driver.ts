@@ -213,6 +213,11 @@ export class PrimaryDriver<S> {
       serving: () => !this.stopping && !this.machine?.handedOff,
       replicatedSeq: () => this.releasable(),
       afterApply: () => this.afterGuestMessage(),
+      // The lag bound holds per turn, as before afterApply was deferred: a poll of the sockets
+      // can bring several messages, each served at once on arrival.
+      served: () => {
+        if (this.link) this.applyBackPressure();
+      },
     });
   }
 
