@@ -541,6 +541,7 @@ export class VgpuNode implements Supervisor {
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
     await this.leaseThread?.close();
+    this.device?.close?.(); // a device started ahead that no backend took
     await this.ops.close();
     this.log.info("node stopped");
   }
