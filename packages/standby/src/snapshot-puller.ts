@@ -6,7 +6,7 @@
 // PULL_RETRY_MS. What arrives is stepped like the stream's messages (StandbyLink.pulled), and
 // the receiver's acks go back on the replication stream. The port is warmed at the first look
 // (the primary's first message): its connection is up before a snapshot's chunk 0 arrives.
-import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import { type PrimaryMessage, type StandbyMessage, traceSnapshotChunk } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
 import type { LinkLogger } from "./ports.js";
 
@@ -66,6 +66,7 @@ export class SnapshotPuller {
     this.close();
     this.lastOpen = { snapshotId: request.snapshotId, atMs: now };
     this.opened++;
+    traceSnapshotChunk("s.pullOpen", request.snapshotChunk);
     const pull: Pull = { snapshotId: request.snapshotId, cancel: () => {}, ended: false };
     pull.cancel = this.deps.port.open(
       request,

@@ -149,6 +149,9 @@ export class StandbyLink {
         if (message.kind === "hello") link.send(receiver.answerHello(message));
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
+      // Chunk 0 (the metadata) comes on the stream: its arrival and restore are traced too.
+      const chunk = message.kind === "snapshot" ? message.chunk.index : -1;
+      if (chunk >= 0) traceSnapshotChunk("s.received", chunk);
       this.stepping = true;
       let replies: StandbyMessage[];
       try {
@@ -156,6 +159,7 @@ export class StandbyLink {
       } finally {
         this.stepping = false;
       }
+      if (chunk >= 0) traceSnapshotChunk("s.stepped", chunk);
       for (const out of replies) link.send(out);
       this.onStep(message);
     });

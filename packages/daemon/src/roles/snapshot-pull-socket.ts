@@ -20,6 +20,7 @@ import {
   type PrimaryMessage,
   type StandbyMessage,
   type TlsFiles,
+  traceSnapshotChunk,
   wire,
 } from "@vgpu-ha/common";
 import { ReceivePool } from "./receive-pool.js";
@@ -86,8 +87,10 @@ function openPull(
       const r = parseRefused(f.payload);
       finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
     } else if (!accepted) {
-      if (f.kind === FRAME.accepted) accepted = true;
-      else finish(`pages socket: frame ${f.kind} before the primary's answer`);
+      if (f.kind === FRAME.accepted) {
+        accepted = true;
+        traceSnapshotChunk("s.pullAccepted", 0);
+      } else finish(`pages socket: frame ${f.kind} before the primary's answer`);
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
       if (m instanceof Error) finish(`malformed message: ${m.message}`);
@@ -107,6 +110,7 @@ function openPull(
   };
   const { host, port } = hostPort(o.address);
   const hello = () => {
+    traceSnapshotChunk("s.pullConnected", 0);
     const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
     socket.write(Buffer.concat([PAGES_MAGIC, frameOf(FRAME.hello, bytes)]));
   };
