@@ -34,7 +34,7 @@ const START: readonly (readonly [string, number, string])[] = [
   ["p.sent", 0, "primary: chunk 0 encoded and written to the stream"],
   ["s.received", 0, "standby: chunk 0 received (transport, decode)"],
   ["s.stepped", 0, "standby: chunk 0 restored (device, buffers, sessions and their replies)"],
-  ["s.pullOpen", 1, "standby: pull opened"],
+  ["s.pullOpen", 1, "standby: pull opened (before chunk 0 is restored: on its arrival)"],
   ["s.pullConnected", 0, "standby: pull connected, hello written"],
   ["p.pullOpened", 1, "primary: pull's hello taken"],
   ["s.pullAccepted", 0, "standby: pull accepted"],
@@ -55,10 +55,12 @@ function printStart(rows: readonly Row[]): void {
   console.log(
     `start (snapshots begun: ${begun.length}${dropped > 0 ? `, ${dropped} abandoned before this one` : ""}), ms after "begun":`,
   );
+  // In the order they happened (the pull may open before chunk 0 is restored).
+  const seen = START.map(([stage, index, what]) => ({ t: first(stage, index, t0), what }))
+    .filter((x) => Number.isFinite(x.t))
+    .sort((a, b) => a.t - b.t);
   let prev = t0;
-  for (const [stage, index, what] of START) {
-    const t = first(stage, index, t0);
-    if (!Number.isFinite(t)) continue;
+  for (const { t, what } of seen) {
     console.log(
       `  ${(t - t0).toFixed(1).padStart(7)}  (+${(t - prev).toFixed(1).padStart(5)})  ${what}`,
     );
