@@ -49,90 +49,152 @@ export type PagesDone = (reason: string, foreign: boolean) => void;
 
 export interface PagesClient {
   open(request: StandbyMessage, deliver: (m: PrimaryMessage) => void, done: PagesDone): () => void;
+  /**
+   * Connects ahead of a pull expected soon (a standby that holds no replica: its snapshot
+   * follows): the next open() takes that connection and writes its hello at once, without
+   * waiting for this thread to see the connection up. At most one waits; one the primary
+   * closed (it drops a connection without a hello after HELLO_TIMEOUT_MS) is made again.
+   */
+  preconnect?(): void;
 }
 
 const REFUSAL_BYTES_MAX = 4 + 1024;
 
 export function pagesClient(o: PagesClientOptions): PagesClient {
-  return { open: (request, deliver, done) => openPull(o, request, deliver, done) };
+  let spare: PagesConnection | undefined;
+  return {
+    open(request, deliver, done) {
+      const c = spare?.idle ? spare : new PagesConnection(o);
+      spare = undefined;
+      return c.attach(request, deliver, done);
+    },
+    preconnect() {
+      if (spare?.idle !== true) spare = new PagesConnection(o);
+    },
+  };
 }
 
-function openPull(
-  o: PagesClientOptions,
-  request: StandbyMessage,
-  deliver: (m: PrimaryMessage) => void,
-  done: PagesDone,
-): () => void {
-  const pool = new ReceivePool();
-  const reader = new FrameReader({
-    accepts: {
-      [FRAME.accepted]: 0,
-      [FRAME.refused]: REFUSAL_BYTES_MAX,
-      [FRAME.chunk]: o.maxMessageBytes,
-      [FRAME.end]: 0,
-    },
-    alloc: (bytes) => pool.take(bytes), // alone in its ArrayBuffer, moved to the device and back
-  });
-  let finished = false;
-  let accepted = false;
-  const finish = (reason: string, foreign = false) => {
-    if (finished) return;
-    finished = true;
-    pool.close();
-    socket.destroy();
-    done(reason, foreign);
-  };
-  const frame = (f: Frame) => {
-    if (f.kind === FRAME.refused) {
+/**
+ * One connection, one pull: made, then given its pull (attach), whose hello goes out as soon
+ * as the connection is up (at once when it already is). Idle, it waits for a pull and ends
+ * quietly if the primary closes it or does not speak the pages socket (the pull made later on
+ * a new connection says why).
+ */
+class PagesConnection {
+  private readonly socket: Socket;
+  private readonly pool = new ReceivePool();
+  private readonly reader: FrameReader;
+  private pull:
+    | {
+        readonly request: StandbyMessage;
+        readonly deliver: (m: PrimaryMessage) => void;
+        readonly done: PagesDone;
+      }
+    | undefined;
+  /** Connected (TLS: secured, and the primary chose PAGES_ALPN). */
+  private up = false;
+  private finished = false;
+  private accepted = false;
+
+  constructor(o: PagesClientOptions) {
+    this.reader = new FrameReader({
+      accepts: {
+        [FRAME.accepted]: 0,
+        [FRAME.refused]: REFUSAL_BYTES_MAX,
+        [FRAME.chunk]: o.maxMessageBytes,
+        [FRAME.end]: 0,
+      },
+      // alone in its ArrayBuffer, moved to the device and back
+      alloc: (bytes) => this.pool.take(bytes),
+    });
+    const onread: OnRead = {
+      buffer: () => this.reader.target(),
+      callback: (n: number) => {
+        if (this.finished) return false;
+        const r = this.reader.filled(n);
+        if (r instanceof FrameError) this.finish(`pages socket: ${r.message}`, r.foreign);
+        else if (r !== undefined) this.frame(r);
+        return !this.finished;
+      },
+    };
+    const { host, port } = hostPort(o.address);
+    this.socket =
+      o.tls === undefined
+        ? netConnect({ host, port, noDelay: true, onread }, () => this.connected())
+        : dialTls(host, port, o.tls, onread, (alpn) => {
+            // An older primary offers h2 alone: it serves PullSnapshot, not this.
+            if (alpn !== PAGES_ALPN) this.finish("the primary offers no pages socket", true);
+            else this.connected();
+          });
+    this.socket.on("error", (e) => this.finish(e.message));
+    this.socket.on("close", () =>
+      this.finish(
+        this.accepted
+          ? "connection closed mid-pull"
+          : this.reader.greeted
+            ? "connection closed before the primary's answer"
+            : "connection closed",
+      ),
+    );
+  }
+
+  /** Waiting for a pull, and usable for one. */
+  get idle(): boolean {
+    return this.pull === undefined && !this.finished;
+  }
+
+  /** Gives the connection its pull: the hello goes now if the connection is up. */
+  attach(
+    request: StandbyMessage,
+    deliver: (m: PrimaryMessage) => void,
+    done: PagesDone,
+  ): () => void {
+    this.pull = { request, deliver, done };
+    if (this.up) this.hello();
+    return () => this.finish("cancelled");
+  }
+
+  /** Up: the magic goes at once (the primary's port routes the connection on it). */
+  private connected(): void {
+    this.up = true;
+    this.socket.write(PAGES_MAGIC);
+    if (this.pull !== undefined) this.hello();
+  }
+
+  private hello(): void {
+    traceSnapshotChunk("s.pullConnected", 0);
+    const request = this.pull!.request;
+    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
+    this.socket.write(frameOf(FRAME.hello, bytes));
+  }
+
+  private frame(f: Frame): void {
+    if (this.pull === undefined) {
+      this.finish(`pages socket: frame ${f.kind} before any hello`);
+    } else if (f.kind === FRAME.refused) {
       const r = parseRefused(f.payload);
-      finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
-    } else if (!accepted) {
+      this.finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
+    } else if (!this.accepted) {
       if (f.kind === FRAME.accepted) {
-        accepted = true;
+        this.accepted = true;
         traceSnapshotChunk("s.pullAccepted", 0);
-      } else finish(`pages socket: frame ${f.kind} before the primary's answer`);
+      } else this.finish(`pages socket: frame ${f.kind} before the primary's answer`);
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
-      if (m instanceof Error) finish(`malformed message: ${m.message}`);
-      else deliver(withPooledPages(m, f.payload, pool));
-    } else if (f.kind === FRAME.end) finish("");
-    else finish(`pages socket: frame ${f.kind} after the answer`);
-  };
-  const onread: OnRead = {
-    buffer: () => reader.target(),
-    callback: (n: number) => {
-      if (finished) return false;
-      const r = reader.filled(n);
-      if (r instanceof FrameError) finish(`pages socket: ${r.message}`, r.foreign);
-      else if (r !== undefined) frame(r);
-      return !finished;
-    },
-  };
-  const { host, port } = hostPort(o.address);
-  const hello = () => {
-    traceSnapshotChunk("s.pullConnected", 0);
-    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
-    socket.write(Buffer.concat([PAGES_MAGIC, frameOf(FRAME.hello, bytes)]));
-  };
-  const socket: Socket =
-    o.tls === undefined
-      ? netConnect({ host, port, noDelay: true, onread }, hello)
-      : dialTls(host, port, o.tls, onread, (alpn) => {
-          // An older primary offers h2 alone: it serves PullSnapshot, not this.
-          if (alpn !== PAGES_ALPN) finish("the primary offers no pages socket", true);
-          else hello();
-        });
-  socket.on("error", (e) => finish(e.message));
-  socket.on("close", () =>
-    finish(
-      accepted
-        ? "connection closed mid-pull"
-        : reader.greeted
-          ? "connection closed before the primary's answer"
-          : "connection closed",
-    ),
-  );
-  return () => finish("cancelled");
+      if (m instanceof Error) this.finish(`malformed message: ${m.message}`);
+      else this.pull.deliver(withPooledPages(m, f.payload, this.pool));
+    } else if (f.kind === FRAME.end) this.finish("");
+    else this.finish(`pages socket: frame ${f.kind} after the answer`);
+  }
+
+  /** Ends the connection; a pull attached is told why (an idle one ends quietly). */
+  private finish(reason: string, foreign = false): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.pool.close();
+    this.socket.destroy();
+    this.pull?.done(reason, foreign);
+  }
 }
 
 /** Mutual TLS as the replication stream's, offering PAGES_ALPN (h2 too, so an older primary
