@@ -6,7 +6,7 @@
 // PULL_RETRY_MS. What arrives is stepped like the stream's messages (StandbyLink.pulled), and
 // the receiver's acks go back on the replication stream. The port is warmed at the first look
 // (the primary's first message): its connection is up before a snapshot's chunk 0 arrives.
-import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+import type { PagesPlacer, PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
 import type { LinkLogger } from "./ports.js";
 
@@ -21,6 +21,7 @@ export interface SnapshotPullPort {
     request: StandbyMessage,
     deliver: (message: PrimaryMessage) => void,
     done: (reason: string) => void,
+    place?: PagesPlacer,
   ): () => void;
   /** Gets ready to open pulls soon (the daemon's connects to the primary); optional. */
   warm?(): void;
@@ -45,6 +46,8 @@ export class SnapshotPuller {
   private loggedEnd = 0;
   /** Pulls opened (for tests and status). */
   opened = 0;
+  /** Page bytes pulled: read straight into the replica (in place), or into a receive buffer. */
+  readonly pulledBytes = { inPlace: 0, copied: 0 };
   private warmed = false;
 
   constructor(deps: SnapshotPuller["deps"]) {
@@ -70,7 +73,9 @@ export class SnapshotPuller {
     pull.cancel = this.deps.port.open(
       request,
       (m) => {
-        if (!pull.ended) this.deps.deliver(m);
+        if (pull.ended) return;
+        if (m.kind === "snapshot") this.count(m.chunk.pages);
+        this.deps.deliver(m);
       },
       (reason) => {
         pull.ended = true;
@@ -80,8 +85,17 @@ export class SnapshotPuller {
           this.deps.logger.warn({ snapshot: pull.snapshotId, reason }, "snapshot pull ended");
         }
       },
+      // A port that reads pages in place asks the receiver where each run goes.
+      (chunk, run) => (pull.ended ? undefined : this.deps.receiver.placePages(chunk, run)),
     );
     if (!pull.ended) this.current = pull;
+  }
+
+  private count(pages: readonly { readonly data: Uint8Array; readonly placed?: boolean }[]) {
+    for (const p of pages) {
+      if (p.placed === true) this.pulledBytes.inPlace += p.data.byteLength;
+      else this.pulledBytes.copied += p.data.byteLength;
+    }
   }
 
   /** Ends the pull in progress and releases the port (the role stops). */

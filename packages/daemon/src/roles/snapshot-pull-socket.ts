@@ -9,6 +9,10 @@
 // pull allocates none per chunk. A primary that does not speak
 // it (an older version: ALPN h2 only, or HTTP/2's bytes in plaintext) is told apart from a
 // broken pull: `done` says so (`foreign`), and pagesPullPort turns to PullSnapshot.
+// Given a placer (the receiver's: the replica being restored, where the device's memory is
+// this thread's), a chunk's runs are read straight into the replica's buffers instead
+// (snapshot-pull-place.ts); the frame's buffer then holds only the heads and goes back to the
+// pool at once.
 import { connect as netConnect, type Socket } from "node:net";
 import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from "node:tls";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -17,6 +21,7 @@ import {
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  type PagesPlacer,
   type PrimaryMessage,
   type StandbyMessage,
   type TlsFiles,
@@ -33,6 +38,7 @@ import {
   PAGES_MAGIC,
   parseRefused,
 } from "./snapshot-pull-frames.js";
+import { PlacedChunkReader } from "./snapshot-pull-place.js";
 
 export interface PagesClientOptions {
   /** The primary's replication address (peer.replicationAddress). */
@@ -47,13 +53,20 @@ export interface PagesClientOptions {
 export type PagesDone = (reason: string, foreign: boolean) => void;
 
 export interface PagesClient {
-  open(request: StandbyMessage, deliver: (m: PrimaryMessage) => void, done: PagesDone): () => void;
+  open(
+    request: StandbyMessage,
+    deliver: (m: PrimaryMessage) => void,
+    done: PagesDone,
+    place?: PagesPlacer,
+  ): () => void;
 }
 
 const REFUSAL_BYTES_MAX = 4 + 1024;
 
 export function pagesClient(o: PagesClientOptions): PagesClient {
-  return { open: (request, deliver, done) => openPull(o, request, deliver, done) };
+  return {
+    open: (request, deliver, done, place) => openPull(o, request, deliver, done, place),
+  };
 }
 
 function openPull(
@@ -61,8 +74,10 @@ function openPull(
   request: StandbyMessage,
   deliver: (m: PrimaryMessage) => void,
   done: PagesDone,
+  place: PagesPlacer | undefined,
 ): () => void {
   const pool = new ReceivePool();
+  let placed: PlacedChunkReader | undefined;
   const reader = new FrameReader({
     accepts: {
       [FRAME.accepted]: 0,
@@ -71,6 +86,13 @@ function openPull(
       [FRAME.end]: 0,
     },
     alloc: (bytes) => pool.take(bytes), // alone in its ArrayBuffer, moved to the device and back
+    payload: (kind, buf) => {
+      placed =
+        kind === FRAME.chunk && accepted && place !== undefined
+          ? new PlacedChunkReader(buf, place)
+          : undefined;
+      return placed;
+    },
   });
   let finished = false;
   let accepted = false;
@@ -88,6 +110,13 @@ function openPull(
     } else if (!accepted) {
       if (f.kind === FRAME.accepted) accepted = true;
       else finish(`pages socket: frame ${f.kind} before the primary's answer`);
+    } else if (f.kind === FRAME.chunk && f.parsed !== undefined) {
+      const m = f.parsed as PrimaryMessage;
+      const allPlaced = placed!.allPlaced;
+      placed = undefined;
+      deliver(allPlaced ? m : withPooledPages(m, f.payload, pool));
+      // Only heads were read into it: nothing views it any more.
+      if (allPlaced) pool.give([f.payload.buffer as ArrayBuffer]);
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
       if (m instanceof Error) finish(`malformed message: ${m.message}`);
@@ -167,6 +196,7 @@ interface OnRead {
  * A chunk whose pages view its frame's buffer alone (taken from the pull's pool) is marked
  * pagesOwned, with pagesReturn giving the buffer back to the pool once the device wrote it.
  * Pages in any other buffer (none expected) leave the chunk as it is: the device copies them.
+ * Pages read in place are left out of the account (they are written already).
  */
 export function withPooledPages(
   m: PrimaryMessage,
@@ -174,7 +204,9 @@ export function withPooledPages(
   pool: ReceivePool,
 ): PrimaryMessage {
   if (m.kind !== "snapshot" || m.chunk.pages.length === 0) return m;
-  if (!m.chunk.pages.every((p) => p.data.buffer === payload.buffer)) return m;
+  // Runs read in place (PlacedChunkReader) are not in the buffer and are not written again.
+  const pages = m.chunk.pages.filter((p) => p.placed !== true);
+  if (pages.length === 0 || !pages.every((p) => p.data.buffer === payload.buffer)) return m;
   const pagesReturn = (buffers: readonly ArrayBuffer[]) => pool.give(buffers);
   return { ...m, chunk: { ...m.chunk, pagesOwned: true, pagesReturn } };
 }

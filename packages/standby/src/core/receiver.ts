@@ -24,6 +24,8 @@ import type {
   FaultedFrame,
   LateResult,
   NodeVersion,
+  PagesPlacement,
+  PagesRunHead,
   PrimaryMessage,
   SnapshotChunk,
   StandbyMessage,
@@ -228,6 +230,17 @@ export class Receiver {
    */
   pullRequest(): Extract<StandbyMessage, { kind: "hello" }> | undefined {
     return this.sink ? this.helloMessage() : undefined;
+  }
+
+  /**
+   * Where a pulled chunk's run may be read straight into the replica being restored (the
+   * snapshot sink's place()): only for the chunk it expects next.
+   */
+  placePages(
+    chunk: { readonly snapshotId: number; readonly index: number },
+    run: PagesRunHead,
+  ): PagesPlacement | undefined {
+    return this.sink?.place(chunk, run);
   }
 
   private helloMessage(): Extract<StandbyMessage, { kind: "hello" }> {
