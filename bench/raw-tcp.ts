@@ -1,9 +1,10 @@
 // The physical reference for replication throughput: a plain Node TCP socket pump over
 // loopback between two processes of this run (tcp-pump-child.js), 1 MiB writes. With `fresh`
-// the sink also copies every byte into fresh memory of the transfer's size: the least a fresh
-// standby does (its replica's VRAM is memory the process never touched, and the kernel maps
-// each page on first touch), so the snapshot's limit on a host where that costs more than the
-// transport. Under BENCH_PIN_CORES each end gets its cores as a node would (pinning.ts).
+// the sink reads every byte straight into fresh memory of the transfer's size: what a fresh
+// standby does with pulled pages (its replica's VRAM is memory the process never touched, and
+// the kernel maps each page on first touch), so the snapshot's floor on a host where that
+// costs more than the transport. Under BENCH_PIN_CORES each end gets its cores as a node would
+// (pinning.ts).
 import { execFileSync } from "node:child_process";
 import { type Forked, forkScript } from "./forked.js";
 import { pinNode } from "./pinning.js";
@@ -16,12 +17,13 @@ export interface RawTcpResult {
 }
 
 export async function rawTcp(totalBytes: number, fresh = false): Promise<RawTcpResult> {
+  if (fresh) return rawTcpFresh(totalBytes);
   const sinkPin = pinNode("raw-tcp-sink");
   const sourcePin = sinkPin === undefined ? undefined : pinNode("raw-tcp-source");
   try {
     const sink = await forkScript<{ port: number }, { bytes: number; seconds: number }>(
       "tcp-pump-child",
-      ["sink", String(totalBytes), ...(fresh ? ["fresh"] : [])],
+      ["sink", String(totalBytes)],
     );
     try {
       pin(sink, sinkPin?.cores);
@@ -39,6 +41,37 @@ export async function rawTcp(totalBytes: number, fresh = false): Promise<RawTcpR
       return { ...r, mbPerSecond: r.bytes / r.seconds / 1e6 };
     } finally {
       await sink.stop();
+    }
+  } finally {
+    sinkPin?.release();
+    sourcePin?.release();
+  }
+}
+
+/** The sink connects to the source, reading straight into fresh memory (tcp-pump-child). */
+async function rawTcpFresh(totalBytes: number): Promise<RawTcpResult> {
+  const sinkPin = pinNode("raw-tcp-sink");
+  const sourcePin = sinkPin === undefined ? undefined : pinNode("raw-tcp-source");
+  try {
+    const source = await forkScript<{ port: number }, { done: true }>("tcp-pump-child", [
+      "serve",
+      String(totalBytes),
+    ]);
+    try {
+      pin(source, sourcePin?.cores);
+      const sink = await forkScript<{ started: true }, { bytes: number; seconds: number }>(
+        "tcp-pump-child",
+        ["fresh", String(source.ready.port), String(totalBytes)],
+      );
+      try {
+        pin(sink, sinkPin?.cores);
+        const r = await sink.request({ go: true });
+        return { ...r, mbPerSecond: r.bytes / r.seconds / 1e6 };
+      } finally {
+        await sink.stop();
+      }
+    } finally {
+      await source.stop();
     }
   } finally {
     sinkPin?.release();

@@ -124,7 +124,7 @@ export async function runReplication(options: ReplicationOptions = {}): Promise<
       {
         name: "raw_tcp_fresh_mb_per_s",
         value: rawFreshMbPerSecond,
-        unit: "MB/s (1e6 B; the sink copies into fresh memory)",
+        unit: "MB/s (1e6 B; the sink reads into fresh memory)",
       },
     );
     data.rawTcp = {
@@ -259,4 +259,4 @@ function notes(loadBefore: number[], wallSeconds: number, phases: Set<Phase>): s
   ];
 }
 
-const RAW_TCP_NOTE = `raw_tcp: ${RAW_TCP_BYTES / GiB} GiB in 1 MiB writes over one loopback TCP connection between two forked node processes, first to last byte at the sink; raw_tcp_fresh: the same, the sink copying every byte read into one fresh SharedArrayBuffer of ${RAW_TCP_BYTES / GiB} GiB (the least a fresh standby does: its VRAM is memory it never touched, mapped page by page on first touch); each run at the start and after the mmio phase, value = mean; under BENCH_PIN_CORES each end pinned to its own cores as a node is`;
+const RAW_TCP_NOTE = `raw_tcp: ${RAW_TCP_BYTES / GiB} GiB in 1 MiB writes over one loopback TCP connection between two forked node processes, first to last byte at the sink; raw_tcp_fresh: the same, the sink reading every byte straight into one fresh SharedArrayBuffer of ${RAW_TCP_BYTES / GiB} GiB (socket onread, at most 1 MiB a read; what a fresh standby does with pulled pages: its VRAM is memory it never touched, mapped page by page on first touch); each run at the start and after the mmio phase, value = mean; under BENCH_PIN_CORES each end pinned to its own cores as a node is`;
