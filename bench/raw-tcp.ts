@@ -1,6 +1,13 @@
 // The physical reference for replication throughput: a plain Node TCP socket pump over
-// loopback between two processes of this run (tcp-pump-child.js), 1 MiB writes.
-import { forkScript } from "./forked.js";
+// loopback between two processes of this run (tcp-pump-child.js), 1 MiB writes. With `fresh`
+// the sink reads every byte straight into fresh memory of the transfer's size: what a fresh
+// standby does with pulled pages (its replica's VRAM is memory the process never touched, and
+// the kernel maps each page on first touch), so the snapshot's floor on a host where that
+// costs more than the transport. Under BENCH_PIN_CORES each end gets its cores as a node would
+// (pinning.ts).
+import { execFileSync } from "node:child_process";
+import { type Forked, forkScript } from "./forked.js";
+import { pinNode } from "./pinning.js";
 
 export interface RawTcpResult {
   readonly bytes: number;
@@ -9,23 +16,74 @@ export interface RawTcpResult {
   readonly mbPerSecond: number;
 }
 
-export async function rawTcp(totalBytes: number): Promise<RawTcpResult> {
-  const sink = await forkScript<{ port: number }, { bytes: number; seconds: number }>(
-    "tcp-pump-child",
-    ["sink", String(totalBytes)],
-  );
+export async function rawTcp(totalBytes: number, fresh = false): Promise<RawTcpResult> {
+  if (fresh) return rawTcpFresh(totalBytes);
+  const sinkPin = pinNode("raw-tcp-sink");
+  const sourcePin = sinkPin === undefined ? undefined : pinNode("raw-tcp-source");
   try {
-    const received = sink.next();
-    const source = await forkScript<{ started: true }, { done: true }>("tcp-pump-child", [
-      "source",
-      String(sink.ready.port),
+    const sink = await forkScript<{ port: number }, { bytes: number; seconds: number }>(
+      "tcp-pump-child",
+      ["sink", String(totalBytes)],
+    );
+    try {
+      pin(sink, sinkPin?.cores);
+      const received = sink.next();
+      const source = await forkScript<{ started: true }, { done: true }>("tcp-pump-child", [
+        "source",
+        String(sink.ready.port),
+        String(totalBytes),
+      ]);
+      pin(source, sourcePin?.cores);
+      const done = source.request({ go: true });
+      const r = await received;
+      await done;
+      await source.stop();
+      return { ...r, mbPerSecond: r.bytes / r.seconds / 1e6 };
+    } finally {
+      await sink.stop();
+    }
+  } finally {
+    sinkPin?.release();
+    sourcePin?.release();
+  }
+}
+
+/** The sink connects to the source, reading straight into fresh memory (tcp-pump-child). */
+async function rawTcpFresh(totalBytes: number): Promise<RawTcpResult> {
+  const sinkPin = pinNode("raw-tcp-sink");
+  const sourcePin = sinkPin === undefined ? undefined : pinNode("raw-tcp-source");
+  try {
+    const source = await forkScript<{ port: number }, { done: true }>("tcp-pump-child", [
+      "serve",
       String(totalBytes),
     ]);
-    const r = await received;
-    await source.next();
-    await source.stop();
-    return { ...r, mbPerSecond: r.bytes / r.seconds / 1e6 };
+    try {
+      pin(source, sourcePin?.cores);
+      const sink = await forkScript<{ started: true }, { bytes: number; seconds: number }>(
+        "tcp-pump-child",
+        ["fresh", String(source.ready.port), String(totalBytes)],
+      );
+      try {
+        pin(sink, sinkPin?.cores);
+        const r = await sink.request({ go: true });
+        return { ...r, mbPerSecond: r.bytes / r.seconds / 1e6 };
+      } finally {
+        await sink.stop();
+      }
+    } finally {
+      await source.stop();
+    }
   } finally {
-    await sink.stop();
+    sinkPin?.release();
+    sourcePin?.release();
   }
+}
+
+/** Every thread of the child onto `cores`: the sink before a connection comes, the source before
+ * it is told to connect. */
+function pin(child: Forked<unknown, unknown>, cores: readonly number[] | undefined): void {
+  if (cores === undefined || child.child.pid === undefined) return;
+  execFileSync("taskset", ["-a", "-cp", cores.join(","), String(child.child.pid)], {
+    stdio: "ignore",
+  });
 }

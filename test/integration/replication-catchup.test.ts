@@ -209,6 +209,10 @@ describe("standby catch-up with 256 MiB of buffers under load", () => {
     const s = await status(standby);
     expect(cutAt).toBeGreaterThan(1);
     expect(s.replication!.snapshotPulls).toBeGreaterThanOrEqual(2);
+    // Every page read off the socket straight into the replica's buffers, the cut chunk's too
+    // (the CPU model's device memory is the main thread's to write): none copied.
+    expect(s.replication!.snapshotPulledBytes!.inPlace).toBeGreaterThan(0);
+    expect(s.replication!.snapshotPulledBytes!.copied).toBe(0);
     // Over the pages socket (plaintext: routed by its first byte), not PullSnapshot.
     const log = readFileSync(pair.primary.logFile, "utf8");
     const overSocket = (l: string) =>

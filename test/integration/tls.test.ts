@@ -99,6 +99,8 @@ describe("mutual TLS between the nodes", () => {
     await s.close();
     const r = (await status(standby)).replication!;
     expect(r.snapshotPulls).toBeGreaterThanOrEqual(2);
+    expect(r.snapshotPulledBytes!.inPlace).toBeGreaterThan(0); // read in place over TLS too
+    expect(r.snapshotPulledBytes!.copied).toBe(0);
     // Opened over the pages socket (routed by ALPN on the replication port), not PullSnapshot.
     const overSocket = (l: string) =>
       l.includes("snapshot pull opened") && l.includes('"remote":"pages:');

@@ -32,6 +32,7 @@ export interface NodeStatus {
     readonly snapshot: { snapshotId: number; chunks?: number; chunksAcked?: number } | null;
     /** Standby: snapshot pulls opened since start (null: pages come on the stream). */
     readonly snapshotPulls?: number | null;
+    readonly snapshotPulledBytes?: { readonly inPlace: number; readonly copied: number } | null;
     readonly lastSnapshot?: { bytes: number; seconds: number } | null;
     readonly heldReplies?: number;
     readonly log?: { firstRetainedSeq: number; heldEntries: number; heldBytes: number };

@@ -9,7 +9,12 @@
 // While the standby holds no replica (a snapshot follows) the port connects ahead, and a
 // chunk 0 starting a snapshot opens its pull before it is restored (beforeStep), so the
 // pull's hello, the primary's answer and its first chunks overlap that restore.
-import { type PrimaryMessage, type StandbyMessage, traceSnapshotChunk } from "@vgpu-ha/common";
+import {
+  type PagesPlacer,
+  type PrimaryMessage,
+  type StandbyMessage,
+  traceSnapshotChunk,
+} from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
 import type { LinkLogger } from "./ports.js";
 
@@ -24,6 +29,7 @@ export interface SnapshotPullPort {
     request: StandbyMessage,
     deliver: (message: PrimaryMessage) => void,
     done: (reason: string) => void,
+    place?: PagesPlacer,
   ): () => void;
   /** Gets ready to open pulls soon (the daemon's connects to the primary); optional. */
   warm?(): void;
@@ -54,6 +60,8 @@ export class SnapshotPuller {
   private loggedEnd = 0;
   /** Pulls opened (for tests and status). */
   opened = 0;
+  /** Page bytes pulled: read straight into the replica (in place), or into a receive buffer. */
+  readonly pulledBytes = { inPlace: 0, copied: 0 };
   private warmed = false;
 
   constructor(deps: SnapshotPuller["deps"]) {
@@ -89,9 +97,10 @@ export class SnapshotPuller {
    * A message about to be stepped: a chunk 0 that starts a new snapshot has its pull opened
    * now, before its metadata is restored (buffers allocated, the sessions' replies rebuilt):
    * on a connection made ahead (preconnect) the hello goes at once, and the primary's answer
-   * and first chunks come while this thread restores. Nothing pulled is stepped before chunk 0:
-   * it arrives in later events of this thread. The check after the step keeps the pull, or
-   * closes it if chunk 0 started nothing.
+   * and first chunks come while this thread restores. Nothing pulled is read before chunk 0
+   * is stepped (it arrives in later events of this thread), so pages placed in the replica
+   * find it restored. The check after the step keeps the pull, or closes it if chunk 0
+   * started nothing.
    */
   beforeStep(message: PrimaryMessage): void {
     if (message.kind !== "snapshot") return;
@@ -111,7 +120,9 @@ export class SnapshotPuller {
     pull.cancel = this.deps.port.open(
       request,
       (m) => {
-        if (!pull.ended) this.deps.deliver(m);
+        if (pull.ended) return;
+        if (m.kind === "snapshot") this.count(m.chunk.pages);
+        this.deps.deliver(m);
       },
       (reason) => {
         pull.ended = true;
@@ -121,8 +132,17 @@ export class SnapshotPuller {
           this.deps.logger.warn({ snapshot: pull.snapshotId, reason }, "snapshot pull ended");
         }
       },
+      // A port that reads pages in place asks the receiver where each run goes.
+      (chunk, run) => (pull.ended ? undefined : this.deps.receiver.placePages(chunk, run)),
     );
     if (!pull.ended) this.current = pull;
+  }
+
+  private count(pages: readonly { readonly data: Uint8Array; readonly placed?: boolean }[]) {
+    for (const p of pages) {
+      if (p.placed === true) this.pulledBytes.inPlace += p.data.byteLength;
+      else this.pulledBytes.copied += p.data.byteLength;
+    }
   }
 
   /** Ends the pull in progress and releases the port (the role stops). */

@@ -36,7 +36,38 @@ export interface SnapshotPages {
   readonly bo: number;
   readonly firstPage: number;
   readonly data: Uint8Array;
+  /**
+   * The bytes are in the buffer already: `data` views the replica's memory, where a pulled
+   * chunk's reader put them as they came off the socket (PagesPlacer); nothing is written.
+   */
+  readonly placed?: boolean;
 }
+
+/** A run of pages by where it goes, before its bytes have come (a pulled chunk's reader). */
+export interface PagesRunHead {
+  readonly context: number;
+  readonly bo: number;
+  readonly firstPage: number;
+  readonly bytes: number;
+}
+
+/**
+ * Where a run's bytes may be read to in place: `into` (exactly the run's bytes of the
+ * replica's memory) while `live()` says the chunk is still the one the replica expects next.
+ */
+export interface PagesPlacement {
+  readonly into: Uint8Array;
+  live(): boolean;
+}
+
+/**
+ * Asked by a pull's reader for each run of a chunk before its bytes come: a placement to read
+ * them straight into, or undefined (they are read into a receive buffer and written as ever).
+ */
+export type PagesPlacer = (
+  chunk: { readonly snapshotId: number; readonly index: number },
+  run: PagesRunHead,
+) => PagesPlacement | undefined;
 
 export interface SnapshotChunk {
   readonly snapshotId: number;

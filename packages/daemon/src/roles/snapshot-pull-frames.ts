@@ -34,6 +34,15 @@ const REFUSAL_MESSAGE_BYTES_MAX = 1024;
 export interface Frame {
   readonly kind: FrameKind;
   readonly payload: Uint8Array;
+  /** What a payload reader (FrameReaderOptions.payload) made of it. */
+  readonly parsed?: unknown;
+}
+
+/** Reads a payload itself as it comes (where its bytes go, and what they make). */
+export interface PayloadReader {
+  target(): Uint8Array;
+  /** `n` bytes were written at target(): the payload's result once whole, or why not. */
+  filled(n: number): unknown;
 }
 
 /** Why a reader stopped; `foreign`: the other end's first bytes are not PAGES_MAGIC. */
@@ -80,9 +89,15 @@ export interface FrameReaderOptions {
   readonly accepts: Partial<Record<FrameKind, number>>;
   /** A payload's buffer (the socket reads into it); a plain Uint8Array if left out. */
   readonly alloc?: (bytes: number) => Uint8Array;
+  /**
+   * A reader of its own for a frame's payload, given its buffer: target() and filled() go to
+   * it until it returns a result (the frame's `parsed`) or an Error (the reader breaks).
+   * Undefined: the payload is read into the buffer whole.
+   */
+  readonly payload?: (kind: FrameKind, buf: Uint8Array) => PayloadReader | undefined;
 }
 
-type Stage = "magic" | "head" | "payload" | "broken";
+type Stage = "magic" | "head" | "payload" | "custom" | "broken";
 
 /**
  * The frames of one direction. A socket asks `target()` where its next bytes go and calls
@@ -96,6 +111,7 @@ export class FrameReader {
   private pos = 0;
   private kind: FrameKind = FRAME.hello;
   private readonly head = new Uint8Array(FRAME_HEAD_BYTES);
+  private custom: PayloadReader | undefined;
   /** Where bytes go once broken (a socket may read once more before it is destroyed). */
   private static readonly scratch = new Uint8Array(64);
 
@@ -110,12 +126,14 @@ export class FrameReader {
 
   /** Where the next bytes go: never empty, never past the frame being read. */
   target(): Uint8Array {
+    if (this.stage === "custom") return this.custom!.target();
     return this.stage === "broken" ? FrameReader.scratch : this.buf.subarray(this.pos);
   }
 
   /** `n` bytes were written at target(): the frame they complete, if any, or why not. */
   filled(n: number): Frame | FrameError | undefined {
     if (this.stage === "broken") return undefined;
+    if (this.stage === "custom") return this.customFilled(n);
     this.pos += n;
     if (this.pos < this.buf.byteLength) return undefined;
     if (this.stage === "magic") return this.magicRead();
@@ -161,8 +179,20 @@ export class FrameReader {
       this.expect("head", this.head);
       return { kind, payload: new Uint8Array(0) };
     }
-    this.expect("payload", this.options.alloc?.(bytes) ?? new Uint8Array(bytes));
+    const buf = this.options.alloc?.(bytes) ?? new Uint8Array(bytes);
+    this.custom = this.options.payload?.(kind, buf);
+    this.expect(this.custom === undefined ? "payload" : "custom", buf);
     return undefined;
+  }
+
+  private customFilled(n: number): Frame | FrameError | undefined {
+    const r = this.custom!.filled(n);
+    if (r === undefined) return undefined;
+    if (r instanceof Error) return this.broken(r.message);
+    const frame: Frame = { kind: this.kind, payload: this.buf, parsed: r };
+    this.custom = undefined;
+    this.expect("head", this.head);
+    return frame;
   }
 
   private expect(stage: Stage, buf: Uint8Array): void {

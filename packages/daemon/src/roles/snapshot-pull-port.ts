@@ -27,16 +27,21 @@ export function pagesPullPort(
     close() {
       grpc.close?.();
     },
-    open(request, deliver, done) {
+    open(request, deliver, done, place) {
       if (grpcOnly()) return grpc.open(request, deliver, done);
-      let cancel = pages.open(request, deliver, (reason, foreign) => {
-        if (!foreign) {
-          done(reason);
-          return;
-        }
-        foreignAtMs = nowMs();
-        cancel = grpc.open(request, deliver, done);
-      });
+      let cancel = pages.open(
+        request,
+        deliver,
+        (reason, foreign) => {
+          if (!foreign) {
+            done(reason);
+            return;
+          }
+          foreignAtMs = nowMs();
+          cancel = grpc.open(request, deliver, done);
+        },
+        place,
+      );
       return () => cancel();
     },
   };

@@ -9,6 +9,11 @@
 // pull allocates none per chunk. A primary that does not speak
 // it (an older version: ALPN h2 only, or HTTP/2's bytes in plaintext) is told apart from a
 // broken pull: `done` says so (`foreign`), and pagesPullPort turns to PullSnapshot.
+// Given a placer (the receiver's: the replica being restored, where the device's memory is
+// this thread's), a chunk's runs are read straight into the replica's buffers instead
+// (snapshot-pull-place.ts); the frame's buffer then holds only the heads and goes back to the
+// pool at once. A standby expecting a snapshot connects ahead (preconnect): the pull then
+// writes its hello at once on that connection.
 import { connect as netConnect, type Socket } from "node:net";
 import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from "node:tls";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -17,6 +22,7 @@ import {
   decodePrimaryMessage,
   ErrorCode,
   encodeStandbyMessage,
+  type PagesPlacer,
   type PrimaryMessage,
   type StandbyMessage,
   type TlsFiles,
@@ -34,6 +40,7 @@ import {
   PAGES_MAGIC,
   parseRefused,
 } from "./snapshot-pull-frames.js";
+import { PlacedChunkReader } from "./snapshot-pull-place.js";
 
 export interface PagesClientOptions {
   /** The primary's replication address (peer.replicationAddress). */
@@ -48,7 +55,12 @@ export interface PagesClientOptions {
 export type PagesDone = (reason: string, foreign: boolean) => void;
 
 export interface PagesClient {
-  open(request: StandbyMessage, deliver: (m: PrimaryMessage) => void, done: PagesDone): () => void;
+  open(
+    request: StandbyMessage,
+    deliver: (m: PrimaryMessage) => void,
+    done: PagesDone,
+    place?: PagesPlacer,
+  ): () => void;
   /**
    * Connects ahead of a pull expected soon (a standby that holds no replica: its snapshot
    * follows): the next open() takes that connection and writes its hello at once, without
@@ -63,15 +75,22 @@ const REFUSAL_BYTES_MAX = 4 + 1024;
 export function pagesClient(o: PagesClientOptions): PagesClient {
   let spare: PagesConnection | undefined;
   return {
-    open(request, deliver, done) {
+    open(request, deliver, done, place) {
       const c = spare?.idle ? spare : new PagesConnection(o);
       spare = undefined;
-      return c.attach(request, deliver, done);
+      return c.attach({ request, deliver, done, place });
     },
     preconnect() {
       if (spare?.idle !== true) spare = new PagesConnection(o);
     },
   };
+}
+
+interface PullOfConnection {
+  readonly request: StandbyMessage;
+  readonly deliver: (m: PrimaryMessage) => void;
+  readonly done: PagesDone;
+  readonly place: PagesPlacer | undefined;
 }
 
 /**
@@ -84,13 +103,8 @@ class PagesConnection {
   private readonly socket: Socket;
   private readonly pool = new ReceivePool();
   private readonly reader: FrameReader;
-  private pull:
-    | {
-        readonly request: StandbyMessage;
-        readonly deliver: (m: PrimaryMessage) => void;
-        readonly done: PagesDone;
-      }
-    | undefined;
+  private pull: PullOfConnection | undefined;
+  private placed: PlacedChunkReader | undefined;
   /** Connected (TLS: secured, and the primary chose PAGES_ALPN). */
   private up = false;
   private finished = false;
@@ -106,6 +120,14 @@ class PagesConnection {
       },
       // alone in its ArrayBuffer, moved to the device and back
       alloc: (bytes) => this.pool.take(bytes),
+      payload: (kind, buf) => {
+        const place = this.pull?.place;
+        this.placed =
+          kind === FRAME.chunk && this.accepted && place !== undefined
+            ? new PlacedChunkReader(buf, place)
+            : undefined;
+        return this.placed;
+      },
     });
     const onread: OnRead = {
       buffer: () => this.reader.target(),
@@ -144,12 +166,8 @@ class PagesConnection {
   }
 
   /** Gives the connection its pull: the hello goes now if the connection is up. */
-  attach(
-    request: StandbyMessage,
-    deliver: (m: PrimaryMessage) => void,
-    done: PagesDone,
-  ): () => void {
-    this.pull = { request, deliver, done };
+  attach(pull: PullOfConnection): () => void {
+    this.pull = pull;
     if (this.up) this.hello();
     return () => this.finish("cancelled");
   }
@@ -163,13 +181,13 @@ class PagesConnection {
 
   private hello(): void {
     traceSnapshotChunk("s.pullConnected", 0);
-    const request = this.pull!.request;
-    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
+    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(this.pull!.request));
     this.socket.write(frameOf(FRAME.hello, bytes));
   }
 
   private frame(f: Frame): void {
-    if (this.pull === undefined) {
+    const pull = this.pull;
+    if (pull === undefined) {
       this.finish(`pages socket: frame ${f.kind} before any hello`);
     } else if (f.kind === FRAME.refused) {
       const r = parseRefused(f.payload);
@@ -179,10 +197,17 @@ class PagesConnection {
         this.accepted = true;
         traceSnapshotChunk("s.pullAccepted", 0);
       } else this.finish(`pages socket: frame ${f.kind} before the primary's answer`);
+    } else if (f.kind === FRAME.chunk && f.parsed !== undefined) {
+      const m = f.parsed as PrimaryMessage;
+      const allPlaced = this.placed!.allPlaced;
+      this.placed = undefined;
+      pull.deliver(allPlaced ? m : withPooledPages(m, f.payload, this.pool));
+      // Only heads were read into it: nothing views it any more.
+      if (allPlaced) this.pool.give([f.payload.buffer as ArrayBuffer]);
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
       if (m instanceof Error) this.finish(`malformed message: ${m.message}`);
-      else this.pull.deliver(withPooledPages(m, f.payload, this.pool));
+      else pull.deliver(withPooledPages(m, f.payload, this.pool));
     } else if (f.kind === FRAME.end) this.finish("");
     else this.finish(`pages socket: frame ${f.kind} after the answer`);
   }
@@ -233,6 +258,7 @@ interface OnRead {
  * A chunk whose pages view its frame's buffer alone (taken from the pull's pool) is marked
  * pagesOwned, with pagesReturn giving the buffer back to the pool once the device wrote it.
  * Pages in any other buffer (none expected) leave the chunk as it is: the device copies them.
+ * Pages read in place are left out of the account (they are written already).
  */
 export function withPooledPages(
   m: PrimaryMessage,
@@ -240,7 +266,9 @@ export function withPooledPages(
   pool: ReceivePool,
 ): PrimaryMessage {
   if (m.kind !== "snapshot" || m.chunk.pages.length === 0) return m;
-  if (!m.chunk.pages.every((p) => p.data.buffer === payload.buffer)) return m;
+  // Runs read in place (PlacedChunkReader) are not in the buffer and are not written again.
+  const pages = m.chunk.pages.filter((p) => p.placed !== true);
+  if (pages.length === 0 || !pages.every((p) => p.data.buffer === payload.buffer)) return m;
   const pagesReturn = (buffers: readonly ArrayBuffer[]) => pool.give(buffers);
   return { ...m, chunk: { ...m.chunk, pagesOwned: true, pagesReturn } };
 }

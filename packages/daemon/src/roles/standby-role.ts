@@ -380,6 +380,8 @@ export class StandbyRole implements Role {
         snapshot: r.snapshotProgress ?? null,
         // Snapshot pulls opened since start (null: pages come on the stream).
         snapshotPulls: this.driver.puller?.opened ?? null,
+        // Page bytes those pulls brought: read straight into the replica, or copied there.
+        snapshotPulledBytes: this.driver.puller?.pulledBytes ?? null,
         divergences: r.divergences,
       },
       ...(this.deps.arbiter ? { etcd: this.driver.machine.etcdStatus ?? null } : {}),

@@ -22,6 +22,10 @@ export class DeviceCore {
     this.options = options;
   }
 
+  has(id: number): boolean {
+    return this.buffers.has(id);
+  }
+
   /** The live bytes of a buffer (for the inline device's synchronous readers). */
   buffer(id: number): VramBuffer {
     const b = this.buffers.get(id);

@@ -241,6 +241,15 @@ export class Device {
   }
 
   /**
+   * A buffer's memory for this thread to write a restored snapshot's pages into directly
+   * (executor.ts hostBytes), or undefined where the executor has none (the bytes then go by
+   * writePages).
+   */
+  hostBytes(bo: BufferObject): Uint8Array | undefined {
+    return this.queue.executor.hostBytes?.(bo.id);
+  }
+
+  /**
    * Buffers a snapshot is about to fill, in the order their pages come: the executor may touch
    * their memory ahead of the writes (executor.ts prefault); no byte changes.
    */

@@ -37,6 +37,13 @@ export interface DeviceExecutor {
    * thread, without changing a byte. Optional: the others leave the faults to the writes.
    */
   prefault?(ids: readonly number[]): void;
+  /**
+   * A buffer's memory as this thread may write it directly, ahead of the device's later work
+   * on it (a pulled snapshot's pages read straight off the socket): only an executor whose
+   * buffers exist here at once and whose later operations see what this thread wrote before
+   * submitting them (InlineExecutor, WorkerExecutor's shared memory). Others: undefined.
+   */
+  hostBytes?(id: number): Uint8Array | undefined;
   /** Stops the device (a worker thread ends); submits after this are dropped. */
   close(): void;
 }
@@ -62,6 +69,10 @@ export class InlineExecutor implements DeviceExecutor {
 
   peek(id: number): VramBuffer {
     return this.core.buffer(id);
+  }
+
+  hostBytes(id: number): Uint8Array | undefined {
+    return this.core.has(id) ? this.core.buffer(id).bytes : undefined;
   }
 
   close(): void {}

@@ -2,8 +2,17 @@
 // buffers (on this node's own device, so its own device handles), sessions and counters;
 // later chunks fill buffer pages (queued to the device, all or nothing per chunk; a chunk whose
 // bytes are its own, pagesOwned, gives them to the device, which hands the buffers back to
-// pagesReturn once written). Chunks must arrive in order.
-import { ErrorCode, type SnapshotChunk } from "@vgpu-ha/common/core";
+// pagesReturn once written). Chunks must arrive in order. A pulled chunk's reader may instead
+// put a run's bytes straight into the buffer as they come off the socket (place(): pages
+// marked `placed`, nothing left to write), where the device's memory is this thread's to write
+// (Device.hostBytes) and only while that chunk is the next one expected: nothing else writes
+// a restoring replica's buffers, and what the device does with them later is submitted after.
+import {
+  ErrorCode,
+  type PagesPlacement,
+  type PagesRunHead,
+  type SnapshotChunk,
+} from "@vgpu-ha/common/core";
 import { type Failure, fail } from "../device/failure.js";
 import type { OpPageWrite } from "../device/ops.js";
 import { PAGE_SIZE_BYTES } from "../device/vram.js";
@@ -43,6 +52,33 @@ export class SnapshotSink {
     this.backend = undefined;
   }
 
+  /**
+   * Where run `run` of chunk `chunk` may be read straight into the buffer it fills: its bytes
+   * of the buffer's memory, live while that chunk is the next expected and the copy is not
+   * abandoned. Undefined when it cannot (another chunk, a run that does not fit — accept()
+   * then refuses it as ever —, a device whose memory is not this thread's).
+   */
+  place(
+    chunk: { readonly snapshotId: number; readonly index: number },
+    run: PagesRunHead,
+  ): PagesPlacement | undefined {
+    const backend = this.backend;
+    if (backend === undefined || !this.expects(chunk) || run.bytes === 0) return undefined;
+    const gbo = backend.contexts.get(run.context)?.bos.get(run.bo);
+    const at = run.firstPage * PAGE_SIZE_BYTES;
+    if (gbo === undefined || at + run.bytes > gbo.bo.byteLength) return undefined;
+    const memory = backend.device.hostBytes(gbo.bo);
+    if (memory === undefined || at + run.bytes > memory.byteLength) return undefined;
+    return {
+      into: memory.subarray(at, at + run.bytes),
+      live: () => this.backend === backend && this.expects(chunk),
+    };
+  }
+
+  private expects(chunk: { readonly snapshotId: number; readonly index: number }): boolean {
+    return !this.complete && chunk.snapshotId === this.snapshotId && chunk.index === this.expected;
+  }
+
   accept(chunk: SnapshotChunk): Failure | null {
     if (chunk.snapshotId !== this.snapshotId || chunk.index !== this.expected) {
       return fail(
@@ -68,7 +104,13 @@ export class SnapshotSink {
             `snapshot pages for ${run.context}/${run.bo} do not fit`,
           );
         }
-        writes.push({ id: gbo.bo.id, at, data: run.data });
+        if (run.placed !== true) writes.push({ id: gbo.bo.id, at, data: run.data });
+        else if (!inPlace(backend.device.hostBytes(gbo.bo), at, run.data)) {
+          return fail(
+            ErrorCode.MALFORMED,
+            `snapshot pages for ${run.context}/${run.bo} not placed`,
+          );
+        }
       }
       backend.device.writePages(writes, chunk.pagesOwned === true, chunk.pagesReturn);
     }
@@ -76,4 +118,13 @@ export class SnapshotSink {
     if (chunk.last) this.complete = true;
     return null;
   }
+}
+
+/** Whether `data` is the bytes of `memory` from `at` (a run read there in place). */
+function inPlace(memory: Uint8Array | undefined, at: number, data: Uint8Array): boolean {
+  return (
+    memory !== undefined &&
+    data.buffer === memory.buffer &&
+    data.byteOffset === memory.byteOffset + at
+  );
 }

@@ -142,6 +142,15 @@ export class WorkerExecutor implements DeviceExecutor {
     );
   }
 
+  /**
+   * A buffer's shared memory (its alloc ran here at submit): what this thread writes there
+   * before submitting later operations on it, the device thread sees (they cross by
+   * postMessage after the write).
+   */
+  hostBytes(id: number): Uint8Array | undefined {
+    return this.closed || !this.mirror.has(id) ? undefined : this.mirror.buffer(id).bytes;
+  }
+
   /** The toucher's pages touched once it ended; undefined if none was started (tests). */
   get prefaulted(): Promise<number> | undefined {
     return this.toucher?.done;

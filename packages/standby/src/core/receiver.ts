@@ -24,6 +24,8 @@ import type {
   FaultedFrame,
   LateResult,
   NodeVersion,
+  PagesPlacement,
+  PagesRunHead,
   PrimaryMessage,
   SnapshotChunk,
   StandbyMessage,
@@ -246,6 +248,17 @@ export class Receiver {
       chunk.snapshotId > this.newestSnapshotId &&
       epoch >= this.epoch; // step() takes the message's epoch
     return starts ? { ...this.helloMessage("snapshot", chunk.snapshotId, 1), epoch } : undefined;
+  }
+
+  /**
+   * Where a pulled chunk's run may be read straight into the replica being restored (the
+   * snapshot sink's place()): only for the chunk it expects next.
+   */
+  placePages(
+    chunk: { readonly snapshotId: number; readonly index: number },
+    run: PagesRunHead,
+  ): PagesPlacement | undefined {
+    return this.sink?.place(chunk, run);
   }
 
   private helloMessage(
