@@ -13,7 +13,7 @@ import type { CallOutput, CallResult } from "../calls.js";
 import { NO_OUTPUT } from "../calls.js";
 import type { ErrorCode } from "../core/errors.js";
 import type { PrimaryMessage } from "../core/messages.js";
-import { lenBytes, scalarBytes, varintBytes } from "../core/pages-wire.js";
+import { FieldWriter, lenBytes, scalarBytes, varintBytes } from "../core/pages-wire.js";
 import type {
   SnapshotBo,
   SnapshotChunk,
@@ -114,43 +114,32 @@ function metaSize(m: SnapshotMeta, s: Sizes): number {
   return n;
 }
 
-class Writer {
-  readonly buf: Uint8Array;
-  pos = 0;
+/** FieldWriter by field number, with the measured sizes of the nested messages. */
+class Writer extends FieldWriter {
   private slot = 0;
   constructor(
     bytes: number,
     readonly sizes: Sizes,
   ) {
-    this.buf = new Uint8Array(bytes);
+    super(new Uint8Array(bytes));
   }
-  varint(n: number): void {
-    let v = n;
-    while (v >= 128) {
-      this.buf[this.pos++] = (v % 128) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.pos++] = v;
+  /** A varint field, left out when 0 (proto3). */
+  num(field: number, n: number): void {
+    this.scalar(tag(field, VARINT), n);
   }
-  scalar(field: number, n: number): void {
-    if (n === 0) return;
-    this.buf[this.pos++] = tag(field, VARINT);
-    this.varint(n);
-  }
+  /** A varint field written even when 0 (a oneof member). */
   always(field: number, n: number): void {
-    this.buf[this.pos++] = tag(field, VARINT);
-    this.varint(n);
+    this.head(tag(field, VARINT), n);
   }
-  head(field: number, length: number): void {
-    this.buf[this.pos++] = tag(field, LEN);
-    this.varint(length);
+  len(field: number, length: number): void {
+    this.head(tag(field, LEN), length);
   }
   /** The next nested message's head, its size as measured. */
   nested(field: number): void {
-    this.head(field, this.sizes.list[this.slot++]!);
+    this.len(field, this.sizes.list[this.slot++]!);
   }
   bytes(field: number, b: Uint8Array): void {
-    this.head(field, b.byteLength);
+    this.len(field, b.byteLength);
     this.buf.set(b, this.pos);
     this.pos += b.byteLength;
   }
@@ -162,10 +151,10 @@ class Writer {
 /** A reply: its sizes counted again (cheaper than keeping thousands of them). */
 function writeReply(w: Writer, frame: number, r: CallResult, s: Sizes): void {
   const result = resultBytes(r, s);
-  w.head(4, replyBytes(frame, result));
-  w.scalar(1, frame);
-  w.head(2, result);
-  w.scalar(1, r.code);
+  w.len(4, replyBytes(frame, result));
+  w.num(1, frame);
+  w.len(2, result);
+  w.num(1, r.code);
   w.str(2, r.message);
   const o = r.output;
   if (o.kind === "handle") w.always(3, o.handle);
@@ -174,18 +163,18 @@ function writeReply(w: Writer, frame: number, r: CallResult, s: Sizes): void {
 }
 
 function writeMeta(w: Writer, m: SnapshotMeta): void {
-  w.scalar(1, m.nextContextHandle);
+  w.num(1, m.nextContextHandle);
   for (const c of m.contexts) {
     w.nested(2);
-    w.scalar(1, c.handle);
+    w.num(1, c.handle);
     w.str(2, c.tenant);
     w.str(3, c.sessionId);
-    w.scalar(4, c.nextBoHandle);
-    w.scalar(5, c.fenceValue);
+    w.num(4, c.nextBoHandle);
+    w.num(5, c.fenceValue);
     for (const b of c.bos) {
-      w.head(6, boSize(b));
-      w.scalar(1, b.handle);
-      w.scalar(2, b.sizeBytes);
+      w.len(6, boSize(b));
+      w.num(1, b.handle);
+      w.num(2, b.sizeBytes);
       if (b.mapped) w.always(3, 1);
     }
   }
@@ -193,7 +182,7 @@ function writeMeta(w: Writer, m: SnapshotMeta): void {
     w.nested(3);
     w.str(1, x.sessionId);
     w.str(2, x.tenant);
-    w.scalar(3, x.lastFrame);
+    w.num(3, x.lastFrame);
     const replies = x.replies;
     for (let i = 0; i < replies.length; i++) {
       const r = replies[i]!;
@@ -215,13 +204,13 @@ export function encodeMetaChunk(epoch: number, chunk: SnapshotChunk): Uint8Array
     (chunk.last ? 2 : 0) +
     lenBytes(metaBytes);
   const w = new Writer(scalarBytes(epoch) + lenBytes(chunkBytes), sizes);
-  w.scalar(1, epoch);
-  w.head(4, chunkBytes);
-  w.scalar(1, chunk.snapshotId);
-  w.scalar(2, chunk.atSeq);
-  w.scalar(3, chunk.index);
+  w.num(1, epoch);
+  w.len(4, chunkBytes);
+  w.num(1, chunk.snapshotId);
+  w.num(2, chunk.atSeq);
+  w.num(3, chunk.index);
   if (chunk.last) w.always(4, 1);
-  w.head(5, metaBytes);
+  w.len(5, metaBytes);
   writeMeta(w, meta);
   invariant(w.pos === w.buf.byteLength, "metadata chunk size miscounted");
   return w.buf;

@@ -178,13 +178,19 @@ describe("firstStartedNow", () => {
     }
   }
 
-  it("makes the first executor at once, hands it out first, then makes one per ask", () => {
+  /** firstStartedNow over a factory that records what it made. */
+  function counted() {
     const made: Counted[] = [];
     const factory = firstStartedNow(() => {
       const e = new Counted();
       made.push(e);
       return e;
     });
+    return { made, factory };
+  }
+
+  it("makes the first executor at once, hands it out first, then makes one per ask", () => {
+    const { made, factory } = counted();
     expect(made).toHaveLength(1); // started before any backend asked
     expect(factory()).toBe(made[0]);
     expect(made).toHaveLength(1);
@@ -194,12 +200,7 @@ describe("firstStartedNow", () => {
   });
 
   it("close() ends a first executor no backend took", () => {
-    const made: Counted[] = [];
-    const factory = firstStartedNow(() => {
-      const e = new Counted();
-      made.push(e);
-      return e;
-    });
+    const { made, factory } = counted();
     factory.close();
     expect(made[0]!.closed).toBe(true);
     expect(factory()).toBe(made[1]); // asked later: a new one
