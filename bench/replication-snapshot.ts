@@ -57,6 +57,7 @@ export async function measureSnapshots(profiles: string[]): Promise<Snapshots> {
 export function snapshotMetrics(
   snapshots: Snapshots,
   rawMbPerSecond: number | undefined,
+  rawFreshMbPerSecond?: number,
 ): Metric[] {
   const out: Metric[] = [];
   for (const [name, s] of Object.entries(snapshots.now)) {
@@ -90,6 +91,13 @@ export function snapshotMetrics(
         value: s.mbPerSecond / rawMbPerSecond,
         unit: "ratio",
         target: { kind: "atLeast", value: 0.5, note: "#15" },
+      });
+    }
+    if (rawFreshMbPerSecond !== undefined) {
+      out.push({
+        name: `${p}_over_raw_tcp_fresh`,
+        value: s.mbPerSecond / rawFreshMbPerSecond,
+        unit: "ratio (raw TCP into fresh memory: a fresh standby's floor)",
       });
     }
     out.push(...transferCpuMetrics(p, s));
