@@ -11,6 +11,7 @@ import {
   encodeEntryBatchUnpacked,
   encodeFrame,
   encodePrimaryMessage,
+  encodePulledChunk,
   encodeStandbyMessage,
   type PrimaryMessage,
   packEntries,
@@ -339,5 +340,40 @@ export const PAGES_SEEDS: readonly Uint8Array[] = (() => {
     join(frameOf(FRAME.accepted), frameOf(FRAME.chunk, chunk), frameOf(FRAME.end)),
     join(frameOf(FRAME.refused, refusedPayload(37, "pull of snapshot 2 chunk 1; sending none"))),
     join(frameOf(FRAME.hello, hello)),
+  ];
+})();
+
+/**
+ * Pulled chunks' payloads as the primary lays them out (wire/snapshot-pages-encode.ts), for
+ * the in-place reader (daemon/src/roles/snapshot-pull-place.ts): several runs, odd sizes, zero
+ * fields left out, none, and protobuf-es's own encoding of one.
+ */
+export const PLACED_SEEDS: readonly Uint8Array[] = (() => {
+  const run = (bo: number, firstPage: number, bytes: number, fill: number) => ({
+    context: 1,
+    bo,
+    firstPage,
+    data: new Uint8Array(bytes).fill(fill),
+  });
+  const chunk = (index: number, last: boolean, pages: ReturnType<typeof run>[]) => ({
+    snapshotId: 7,
+    atSeq: 120,
+    index,
+    last,
+    meta: undefined,
+    pages,
+  });
+  return [
+    encodePulledChunk(4, chunk(1, false, [run(2, 0, 96, 5), run(3, 9, 40, 6)])),
+    encodePulledChunk(0, chunk(2, true, [run(0, 0, 33, 7)])),
+    encodePulledChunk(4, chunk(3, true, [])),
+    toBinary(
+      wire.PrimaryMessageSchema,
+      encodePrimaryMessage({
+        kind: "snapshot",
+        epoch: 4,
+        chunk: chunk(1, false, [run(2, 1, 64, 9)]),
+      }),
+    ),
   ];
 })();

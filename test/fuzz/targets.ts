@@ -16,6 +16,7 @@ import {
   EntryUnpacker,
   ErrorCode,
   MalformedError,
+  type PrimaryMessage,
   packEntries,
   primaryDecoder,
   REPLICATION_PROTOCOL_VERSION,
@@ -29,6 +30,7 @@ import {
   FrameError,
   FrameReader,
   HELLO_BYTES_MAX,
+  PlacedChunkReader,
   parseRefused,
 } from "@vgpu-ha/daemon";
 import { Backend, type BackendOptions, computeDigest } from "@vgpu-ha/gpu-model";
@@ -47,6 +49,7 @@ import {
   PACKED_STREAM_FIRST,
   PACKED_STREAM_SEEDS,
   PAGES_SEEDS,
+  PLACED_SEEDS,
   STANDBY_SEEDS,
   STRANGER_SEEDS,
 } from "./corpus.js";
@@ -665,6 +668,65 @@ const pagesFrames: FuzzTarget = {
     ) as unknown as Prop,
 };
 
+/**
+ * A pulled chunk's payload read in place (daemon/src/roles/snapshot-pull-place.ts) from hostile
+ * bytes in hostile pieces: it never throws; whatever it makes, protobuf decodes the same bytes
+ * to the same message (it takes no layout protobuf would read otherwise); every run it read in
+ * place holds exactly the payload's bytes for that run.
+ */
+const pagesPlaced: FuzzTarget = {
+  name: "pages-placed",
+  defaultRuns: 1000,
+  property: () =>
+    fc.property(
+      hostileBytes(PLACED_SEEDS),
+      fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 5 }),
+      fc.array(fc.boolean(), { minLength: 1, maxLength: 4 }),
+      (bytes, steps, places) => {
+        if (bytes.byteLength === 0) return;
+        let asked = 0;
+        const reader = new PlacedChunkReader(new Uint8Array(bytes.byteLength), (_c, run) =>
+          places[asked++ % places.length] && run.bytes <= 1 << 20
+            ? { into: new Uint8Array(run.bytes), live: () => true }
+            : undefined,
+        );
+        let at = 0;
+        let k = 0;
+        let made: unknown;
+        while (at < bytes.byteLength && made === undefined) {
+          const into = reader.target();
+          check(into.byteLength > 0, "an empty read target");
+          const n = Math.min(into.byteLength, steps[k++ % steps.length]!, bytes.byteLength - at);
+          into.set(bytes.subarray(at, at + n));
+          at += n;
+          made = reader.filled(n);
+        }
+        if (made === undefined || made instanceof Error) return;
+        check(at === bytes.byteLength, "a message before the payload's end");
+        const m = made as Extract<PrimaryMessage, { kind: "snapshot" }>;
+        const w = parse(() => fromBinary(wire.PrimaryMessageSchema, bytes));
+        check(w !== undefined, "read in place what protobuf cannot decode");
+        const d = decodePrimaryMessage(w!);
+        check(!(d instanceof Error) && d.kind === "snapshot", "not protobuf's snapshot");
+        const want = (d as typeof m).chunk;
+        check(m.epoch === (d as typeof m).epoch, "epoch differs");
+        for (const f of ["snapshotId", "atSeq", "index", "last"] as const) {
+          check(m.chunk[f] === want[f], `${f} differs`);
+        }
+        check(want.meta === undefined, "metadata read as none");
+        check(m.chunk.pages.length === want.pages.length, "runs differ");
+        m.chunk.pages.forEach((p, i) => {
+          const q = want.pages[i]!;
+          check(
+            p.context === q.context && p.bo === q.bo && p.firstPage === q.firstPage,
+            "run head",
+          );
+          check(Buffer.from(p.data).equals(Buffer.from(q.data)), "run bytes differ");
+        });
+      },
+    ) as unknown as Prop,
+};
+
 export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   guestDecoder,
   replicationDecoders,
@@ -677,4 +739,5 @@ export const FUZZ_TARGETS: readonly FuzzTarget[] = [
   answersToPrimary,
   hostileTenantSequences,
   pagesFrames,
+  pagesPlaced,
 ];

@@ -1,5 +1,6 @@
 // Proves the operator features against a real pair, driven by the built vgpuctl: /v1/status of
-// a primary, a standby and a standalone node validates against docs/status.schema.json;
+// a primary, a standby and a standalone node validates against docs/status.schema.json, and
+// both nodes of a streaming pair show the same lineage, kept through a takeover and a resync;
 // maintenance mode reaches the standby on the primary's heartbeats and stops it from taking
 // over when the primary is killed, until resumed; the role history of both nodes is merged
 // (who asked, why, epochs); reinit makes a standby take a fresh snapshot; and no log line of
@@ -59,8 +60,13 @@ describe("operators", () => {
     await waitFor("a streaming", async () => streaming(await status(p.node("a"))), {
       timeoutMs: 20_000,
     });
-    expectValidStatus(await status(p.node("a")));
-    expectValidStatus(await status(p.node("b")));
+    const first = { a: await status(p.node("a")), b: await status(p.node("b")) };
+    expectValidStatus(first.a);
+    expectValidStatus(first.b);
+    // One history: the standby's replica (its snapshot) carries the primary's lineage.
+    const lineage = first.a.lineage;
+    expect(lineage).toMatch(/^[0-9a-f-]{36}$/);
+    expect(first.b.lineage).toBe(lineage);
     const both = ["--node", p.node("a").ops, "--node", p.node("b").ops, "--token", ADMIN];
 
     const paused = vgpuctl(...both, "pause");
@@ -87,7 +93,11 @@ describe("operators", () => {
     await waitFor("b streaming to a", async () => streaming(await status(p.node("b"))), {
       timeoutMs: 30_000,
     });
-    expectValidStatus(await status(p.node("b")));
+    const after = { a: await status(p.node("a")), b: await status(p.node("b")) };
+    expectValidStatus(after.b);
+    // The history went on through b's takeover, and a's snapshot of it is of the same one.
+    expect(after.b.lineage).toBe(lineage);
+    expect(after.a.lineage).toBe(lineage);
     // a restarted with a new ops port (the pair's configs use port 0): name both afresh.
     const nodes = ["--node", p.node("a").ops, "--node", p.node("b").ops];
     const reinit = vgpuctl(...nodes, "--token", ADMIN, "reinit", "a");

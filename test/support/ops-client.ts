@@ -47,6 +47,8 @@ export interface NodeStatus {
   /** The kernel contract this node's device implements. */
   readonly kernelContractVersion?: number;
   readonly maintenance?: { paused: boolean; by?: string; since?: string };
+  /** The history the node's state belongs to (docs/replication.md#lineage); null: none yet. */
+  readonly lineage?: string | null;
   readonly [key: string]: unknown;
 }
 

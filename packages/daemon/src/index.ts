@@ -15,3 +15,4 @@ export {
   parseRefused,
   refusedPayload,
 } from "./roles/snapshot-pull-frames.js";
+export { PlacedChunkReader } from "./roles/snapshot-pull-place.js";

@@ -1,9 +1,10 @@
 // Proves the status table's wording: "degraded" appears once, a primary without a standby shows
 // "no standby" as its lag, the mode and TLS columns, and the lines under the table (last role
 // change, maintenance, a resync with its figures; a bar only on a terminal), each node's version
-// and its peer's when it differs (INCOMPATIBLE when the protocol does).
+// and its peer's when it differs (INCOMPATIBLE when the protocol does), and the nodes' lineages
+// only when they differ.
 import { describe, expect, it } from "vitest";
-import { peerVersionLine, renderDetails, renderTable, stateOf } from "./format.js";
+import { lineageLine, peerVersionLine, renderDetails, renderTable, stateOf } from "./format.js";
 import type { NodeStatus, NodeView } from "./ops-client.js";
 
 const primary = (over: Partial<NodeStatus> = {}): NodeStatus => ({
@@ -95,6 +96,21 @@ describe("status table", () => {
     );
     expect(renderDetails([view(at("0.2.0", 2))], false)).toBe(
       "node-a: peer node-b runs vgpud 0.2.0 (replication protocol 2), this node protocol 1: INCOMPATIBLE, not replicating (docs/operations.md#upgrade)",
+    );
+  });
+
+  it("names both lineages when the nodes hold different histories, and only then", () => {
+    const a = view(primary({ lineage: "history-x" }));
+    const standby = (lineage: string | null | undefined) =>
+      view(primary({ nodeId: "node-b", role: "standby", lineage }));
+    expect(lineageLine([a, standby("history-x")])).toBeUndefined();
+    expect(lineageLine([a, standby(null)])).toBeUndefined(); // no replica yet
+    expect(lineageLine([a, standby(undefined)])).toBeUndefined(); // a build from before the field
+    expect(lineageLine([a, { url: "http://b", problem: "unreachable: x", exitCode: 3 }])).toBe(
+      undefined,
+    );
+    expect(renderDetails([a, standby("history-y")], false)).toBe(
+      "LINEAGES DIFFER: node-a history-x, node-b history-y: not one history (a standby drops a replica of another history for a snapshot when it hears that primary)",
     );
   });
 });

@@ -152,9 +152,23 @@ export function deviceLines(s: NodeStatus): string[] {
 }
 
 /**
+ * The nodes' lineages when they differ: they hold different histories (docs/replication.md#lineage),
+ * e.g. nodes of two pairs, or one started afresh. Nodes with none yet (a fresh standby) and
+ * nodes that did not answer are left out; equal lineages say nothing.
+ */
+export function lineageLine(views: readonly NodeView[]): string | undefined {
+  const shown = views.flatMap((v) =>
+    "problem" in v || typeof v.status.lineage !== "string" ? [] : [v.status],
+  );
+  if (new Set(shown.map((s) => s.lineage)).size < 2) return undefined;
+  const each = shown.map((s) => `${s.nodeId} ${s.lineage}`).join(", ");
+  return `LINEAGES DIFFER: ${each}: not one history (a standby drops a replica of another history for a snapshot when it hears that primary)`;
+}
+
+/**
  * Lines under the table: each node's last role change, maintenance mode, its peer's version
  * when it differs, its device when a GPU (and a peer of another kernel contract), a resync
- * under way.
+ * under way; then the nodes' lineages if they differ.
  */
 export function renderDetails(views: readonly NodeView[], tty: boolean): string {
   const lines: string[] = [];
@@ -180,5 +194,7 @@ export function renderDetails(views: readonly NodeView[], tty: boolean): string 
     const resync = resyncLine(s, tty);
     if (resync) lines.push(resync);
   }
+  const lineage = lineageLine(views);
+  if (lineage) lines.push(lineage);
   return lines.join("\n");
 }

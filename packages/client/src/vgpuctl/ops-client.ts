@@ -31,6 +31,8 @@ export interface NodeStatus {
     by?: string;
   };
   readonly lastRoleChange?: (RoleChange & { ageSeconds: number }) | null;
+  /** The history the node's state belongs to (docs/replication.md#lineage); null: none yet. */
+  readonly lineage?: string | null;
   readonly lease?: { state: string; remainingSeconds: number } | null;
   readonly seq: { last: number; applied: number; acknowledged: number };
   readonly replication: {

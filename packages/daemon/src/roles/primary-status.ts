@@ -85,6 +85,8 @@ export function primaryStatus(deps: PrimaryStatusDeps) {
     return {
       role: deps.name,
       serving: !driver.stopped,
+      // The history this node's state belongs to (common core/lineage.ts); a primary always has one.
+      lineage: driver.backend.lineage || null,
       lease: sender
         ? {
             mode: config.lease.mode,

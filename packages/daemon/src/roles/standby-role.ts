@@ -366,6 +366,9 @@ export class StandbyRole implements Role {
     return {
       role: "standby",
       serving: false,
+      // The history of the replica held (common core/lineage.ts): during a resync the one kept
+      // until the snapshot lands; null with none (fresh, or a replica of another history dropped).
+      lineage: r.backend?.lineage || null,
       seq: { last: g.lastSeq, applied: r.appliedSeq, received: r.receivedSeq, acknowledged: 0 },
       replication: {
         state: r.state,

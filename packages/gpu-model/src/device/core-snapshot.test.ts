@@ -3,7 +3,7 @@
 // snapshot (zero pages skipped), their data are views into the chunk's one wire buffer, and that
 // buffer is the room then each run's `pages` field head and data (pages-wire.ts), the layout
 // whose message the pull's encoder writes in place (its test compares it with the generated
-// code's bytes).
+// code's bytes); the first run's data starts 8-byte aligned in that buffer.
 import {
   FieldWriter,
   lenBytes,
@@ -53,6 +53,8 @@ describe("CoreSnapshot chunks", () => {
             const op = { k: "snapChunk", snap: 1, maxBytes: chunkPages * PAGE } as const;
             const r = core.execute(op) as ChunkResult;
             expect(r.pages.every((p) => p.data.buffer === r.wire!.buffer)).toBe(true);
+            // The first run's data is 8-byte aligned in the shared buffer (a word-wise copy).
+            if (r.pages.length > 0) expect(r.pages[0]!.data.byteOffset % 8).toBe(0);
             for (const p of r.pages) {
               for (let i = 0; i < p.data.byteLength / PAGE; i++) {
                 const page = p.data.subarray(i * PAGE, (i + 1) * PAGE);

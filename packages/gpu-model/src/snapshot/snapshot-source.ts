@@ -16,9 +16,12 @@ import type { Backend, GuestBo } from "../paravirt/backend.js";
 /**
  * Chunks asked of the device ahead of the reader. Each is a round trip to the device thread:
  * with 2 the snapshot pull waited on them (the standby pulls up to snapshotWindowChunks, 16,
- * at once); 8 keeps the pull fed and holds at most 8 chunks (8 MiB at the default size).
+ * at once). With 8, once the standby read pages in place, the pull waited on the primary's
+ * device read for 31 % of a 1 GiB pull (a chunk asked → arrived in 4 ms, median); 16 made the
+ * pull 1.17 times as fast in 3 runs of 3 (docs/benchmarks.md, session 9). It holds at most 16
+ * chunks (16 MiB at the default size).
  */
-const READ_AHEAD = 8;
+export const READ_AHEAD = 16;
 /** Spare chunk buffers kept: the read-ahead's, twice over. */
 const SPARE_MAX = 2 * READ_AHEAD;
 

@@ -20,11 +20,14 @@ import type { Completions, OpBatch, WorkerStart } from "./protocol.js";
 
 /**
  * A restored snapshot's pages are touched ahead (prefault) only when the process may run on at
- * least this many cores: the toucher needs one beside the main and device threads. Measured
- * (docs/benchmarks.md): with 4 cores per node the pull was 1.16 times as fast, with 2 it was
- * 0.71-1.03 times (the toucher took CPU the two threads needed).
+ * least this many cores: the toucher needs one beside the thread that writes the pages. A
+ * pulled snapshot's pages are read off the socket straight into VRAM by the main thread
+ * (snapshot-sink.ts place()), the device thread idle meanwhile: with 2 cores per node the
+ * toucher made the 1 GiB pull 1.18-1.40 times as fast (docs/benchmarks.md, session 9). When
+ * pages go by the device thread instead (PullSnapshot from an older primary), 2 cores were
+ * 0.71-1.03 times (session 8: the toucher took CPU the main and device threads needed).
  */
-export const PREFAULT_MIN_CORES = 3;
+export const PREFAULT_MIN_CORES = 2;
 
 /** Arrays from this size are moved (transferred); smaller ones are cheaper to clone. */
 const MOVE_FROM_BYTES = 16 * 1024;
