@@ -2,7 +2,9 @@
 // BENCH_SNAPSHOT_TRACE=DIR (packages/common/src/snapshot-trace.ts): a run's files, one per node.
 //   BENCH_SNAPSHOT_TRACE=DIR BENCH_SNAPSHOT_SIZES=1g npm run bench -- replication --phase snapshot
 //   node bench/dist/snapshot-trace.js DIR [windowChunks]
-// Prints, over the middle 80 % of the chunks: each stage to the next (median, p90), the
+// Prints the snapshot's start (the primary's "begun" to the first chunk of pages on the
+// standby, stage by stage: chunk 0 on the replication stream, then the pull's connection),
+// then, over the middle 80 % of the chunks: each stage to the next (median, p90), the
 // standby's time between received chunks sorted by why it waited, and each node's garbage
 // collections (V8's kind: 1 scavenge, 4 mark-compact, 8 incremental marking) while it ran.
 // Use one size per directory: a second snapshot's indexes would overwrite the first's.
@@ -26,6 +28,46 @@ const STAGES = [
   "s.ackSent",
   "p.ackSeen",
 ] as const;
+/** The start, in order: [stage, chunk index] (pull stages carry the first chunk pulled, or 0). */
+const START: readonly (readonly [string, number, string])[] = [
+  ["p.produced", 0, "primary: chunk 0 made (metadata exported; the device done with earlier work)"],
+  ["p.sent", 0, "primary: chunk 0 encoded and written to the stream"],
+  ["s.received", 0, "standby: chunk 0 received (transport, decode)"],
+  ["s.stepped", 0, "standby: chunk 0 restored (device, buffers, sessions and their replies)"],
+  ["s.pullOpen", 1, "standby: pull opened (before chunk 0 is restored: on its arrival)"],
+  ["s.pullConnected", 0, "standby: pull connected, hello written"],
+  ["p.pullOpened", 1, "primary: pull's hello taken"],
+  ["s.pullAccepted", 0, "standby: pull accepted"],
+  ["s.received", 1, "standby: chunk 1 received"],
+];
+
+/** The snapshot's start, from the last "begun" before chunk 0 reached the standby. */
+function printStart(rows: readonly Row[]): void {
+  const first = (stage: string, index: number, after: number) =>
+    rows
+      .filter((r) => r.stage === stage && r.index === index && r.atMs >= after)
+      .reduce((m, r) => Math.min(m, r.atMs), Number.POSITIVE_INFINITY);
+  const begun = rows.filter((r) => r.stage === "p.begun").map((r) => r.atMs);
+  const chunk0 = first("s.received", 0, Number.NEGATIVE_INFINITY);
+  const t0 = Math.max(...begun.filter((t) => t <= chunk0));
+  if (!Number.isFinite(t0)) return;
+  const dropped = begun.length - 1;
+  console.log(
+    `start (snapshots begun: ${begun.length}${dropped > 0 ? `, ${dropped} abandoned before this one` : ""}), ms after "begun":`,
+  );
+  // In the order they happened (the pull may open before chunk 0 is restored).
+  const seen = START.map(([stage, index, what]) => ({ t: first(stage, index, t0), what }))
+    .filter((x) => Number.isFinite(x.t))
+    .sort((a, b) => a.t - b.t);
+  let prev = t0;
+  for (const { t, what } of seen) {
+    console.log(
+      `  ${(t - t0).toFixed(1).padStart(7)}  (+${(t - prev).toFixed(1).padStart(5)})  ${what}`,
+    );
+    prev = t;
+  }
+}
+
 /** A gap between two received chunks up to this long counts as flowing. */
 const FLOWING_MS = 2;
 
@@ -48,6 +90,7 @@ function main(): void {
   if (dir === undefined) throw new Error("usage: snapshot-trace.js DIR [windowChunks]");
   const windowChunks = Number(process.argv[3] ?? 16);
   const files = readDir(dir);
+  printStart(files.flat());
   // The first time each chunk reached each stage (a resend is not a later arrival).
   const at = new Map<string, Map<number, number>>();
   for (const row of files.flat()) {

@@ -158,6 +158,77 @@ export const STRANGER_SEEDS: readonly Uint8Array[] = (
   ] satisfies PrimaryMessage[]
 ).map((m) => toBinary(wire.PrimaryMessageSchema, encodePrimaryMessage(m)));
 
+/** A snapshot's chunk 0 (its metadata, with cached replies of every kind), as primaries send it. */
+export const META_CHUNK_SEEDS: readonly Uint8Array[] = [
+  toBinary(
+    wire.PrimaryMessageSchema,
+    encodePrimaryMessage({
+      kind: "snapshot",
+      epoch: 5,
+      chunk: {
+        snapshotId: 12,
+        atSeq: 40,
+        index: 0,
+        last: false,
+        pages: [],
+        meta: {
+          nextContextHandle: 2,
+          contexts: [
+            {
+              handle: 1,
+              tenant: "fuzz",
+              sessionId: "s-1",
+              nextBoHandle: 3,
+              fenceValue: 9,
+              bos: [
+                { handle: 1, sizeBytes: 8192, mapped: true },
+                { handle: 2, sizeBytes: 4096, mapped: false },
+              ],
+            },
+          ],
+          sessions: [
+            {
+              sessionId: "s-1",
+              tenant: "fuzz",
+              lastFrame: 30,
+              replies: [
+                {
+                  frame: 27,
+                  result: { code: ErrorCode.OK, message: "", output: { kind: "fence", value: 9 } },
+                },
+                {
+                  frame: 28,
+                  result: {
+                    code: ErrorCode.OK,
+                    message: "",
+                    output: { kind: "handle", handle: 2 },
+                  },
+                },
+                {
+                  frame: 29,
+                  result: {
+                    code: ErrorCode.OK,
+                    message: "",
+                    output: { kind: "data", data: new Uint8Array([1, 2, 3]) },
+                  },
+                },
+                {
+                  frame: 30,
+                  result: {
+                    code: ErrorCode.OUT_OF_BOUNDS,
+                    message: "past the end",
+                    output: { kind: "none" },
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      },
+    }),
+  ),
+];
+
 /** Entry batches of a primary (after its hello): packed, as primaries send them, and in the
  * unpacked form a standby also takes. */
 export const ENTRY_SEEDS: readonly Uint8Array[] = [

@@ -3,12 +3,14 @@
 // `npm run fuzz -- --runs N [--seed S] [--target NAME]` (test/fuzz/run.ts) for long runs. Each
 // property fails on a throw that escapes, and says what else must hold.
 import { EventEmitter } from "node:events";
+import { isDeepStrictEqual } from "node:util";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import {
   type Call,
   createLogger,
   decodeFrame,
   decodePrimaryMessage,
+  decodePrimaryStreamBytes,
   decodeStandbyMessage,
   type Entry,
   EntryUnpacker,
@@ -16,6 +18,7 @@ import {
   MalformedError,
   type PrimaryMessage,
   packEntries,
+  primaryDecoder,
   REPLICATION_PROTOCOL_VERSION,
   ReplicationLog,
   unpackEntries,
@@ -41,6 +44,7 @@ import {
   FRAME_SEEDS,
   GUEST_SEEDS,
   guestFrames,
+  META_CHUNK_SEEDS,
   PACKED_SEEDS,
   PACKED_STREAM_FIRST,
   PACKED_STREAM_SEEDS,
@@ -101,13 +105,26 @@ const replicationDecoders: FuzzTarget = {
   defaultRuns: 1000,
   property: () =>
     fc.property(
-      hostileBytes([...STRANGER_SEEDS, ...ENTRY_SEEDS]),
+      hostileBytes([...STRANGER_SEEDS, ...ENTRY_SEEDS, ...META_CHUNK_SEEDS]),
       hostileBytes(STANDBY_SEEDS),
       (primaryBytes, standbyBytes) => {
         const p = parse(() => fromBinary(wire.PrimaryMessageSchema, primaryBytes));
         if (p) {
           const d = decodePrimaryMessage(p);
           check(d instanceof MalformedError || typeof d.kind === "string", "primary message");
+        }
+        // The replication stream's own deserializer (chunk 0 read by its own codec): what
+        // fromBinary refuses it refuses, and what it gives decodes as fromBinary's does.
+        const fast = parse(() => decodePrimaryStreamBytes(primaryBytes));
+        check((fast === undefined) === (p === undefined), "stream deserializer refuses alike");
+        if (p && fast) {
+          const d = decodePrimaryMessage(p);
+          const f = primaryDecoder()(fast);
+          const same =
+            d instanceof MalformedError
+              ? f instanceof MalformedError && f.message === d.message
+              : isDeepStrictEqual(f, d);
+          check(same, "stream deserializer decodes as the generated code");
         }
         const s = parse(() => fromBinary(wire.StandbyMessageSchema, standbyBytes));
         if (s) {

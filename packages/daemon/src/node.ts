@@ -26,6 +26,7 @@ import {
 } from "@vgpu-ha/common";
 import type { DeviceFailure } from "@vgpu-ha/gpu-model";
 import { GuestGuard, type PullStream } from "@vgpu-ha/primary";
+import type { ReplicationCall } from "@vgpu-ha/standby";
 import type { FastifyInstance } from "fastify";
 import { checkBeforeStart } from "./check/start-checks.js";
 import { type DeviceSetup, deviceStatus, setUpDevice } from "./device/device-setup.js";
@@ -49,6 +50,7 @@ import { type PullCall, pullStreamOf } from "./roles/snapshot-pull-grpc.js";
 import { servePagesSocket } from "./roles/snapshot-pull-serve.js";
 import { StandbyRole } from "./roles/standby-role.js";
 import { type GrpcServer, guestService, replicationService, startGrpcServer } from "./servers.js";
+import { StartingStreams } from "./starting-streams.js";
 import { EpochStore } from "./state/epoch-store.js";
 import { MaintenanceMode } from "./state/maintenance-mode.js";
 import { MaintenanceStore } from "./state/maintenance-store.js";
@@ -99,6 +101,8 @@ export class VgpuNode implements Supervisor {
   private leaseThread: LeaseThread | undefined;
   /** Replication peers that are not ours: counted and logged (rate-limited). */
   private readonly refusals: ReplicationRefusals;
+  /** Replication streams that came before the first role was decided, waiting for it. */
+  private readonly startingStreams = new StartingStreams<ReplicationCall>();
   /** The device of the role that runs now; its failure makes the node step down and exit. */
   private readonly deviceWatch = new DeviceWatch((failure) => this.leaveForDevice(failure));
   private stoppedForDevice: (failure: DeviceFailure) => void = () => {};
@@ -419,7 +423,9 @@ export class VgpuNode implements Supervisor {
           config.replication.listen,
           config.guest.maxMessageBytes,
           replicationService({
-            stream: (call) => this.role.acceptReplication(call),
+            stream: (call) => {
+              if (!this.startingStreams.park(call)) this.role.acceptReplication(call);
+            },
             pullSnapshot: (call) => this.servePull(call),
             probe: (call, callback) => answerProbe(this.probeDeps(), call, callback),
           }),
@@ -451,9 +457,10 @@ export class VgpuNode implements Supervisor {
       () => this.clock.monotonicMs(),
       this.baseLog.child({ component: "lease-thread" }),
     );
-    // Decides the first role: a stream that reached the placeholder while we probed does not
-    // stay attached to it (the primary redials and meets the real role).
+    // Decides the first role. A primary's stream that came while we probed waited, unread
+    // (starting-streams.ts), and goes to the role decided: no snapshot begun and dropped.
     await new Promise<void>((decided) => this.driver.start(epochRead, decided));
+    this.startingStreams.release((call) => this.role.acceptReplication(call));
     const [opsHost, opsPort] = splitHostPort(config.ops.listen);
     const ops = await bound(
       "ops.listen",
@@ -527,12 +534,14 @@ export class VgpuNode implements Supervisor {
     this.deviceWatch.close();
     this.log.info("node stopping");
     await this.settled(); // role changes already asked for run first
+    this.startingStreams.close();
     await this.driver.stop("node shutting down");
     // A primary gives its key up: its granted standby takes over at once.
     await this.arbiter?.close();
     await this.guestServer?.stop(2000);
     await this.replicationServer?.stop(1000);
     await this.leaseThread?.close();
+    this.device?.close?.(); // a device started ahead that no backend took
     await this.ops.close();
     this.log.info("node stopped");
   }

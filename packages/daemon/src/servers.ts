@@ -9,7 +9,13 @@
 import type { Http2Server } from "node:http2";
 import { createServer as createNetServer, type Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { addService, invariant, type ServiceHandlers, wire } from "@vgpu-ha/common";
+import {
+  addService,
+  decodePrimaryStreamBytes,
+  invariant,
+  type ServiceHandlers,
+  wire,
+} from "@vgpu-ha/common";
 import { HealthImplementation } from "grpc-health-check";
 import { type GuestListenerOptions, listenGuest } from "./guest-listener.js";
 import { http2ServersOf, type ReceiveWindow, raiseReceiveWindow } from "./http2-window.js";
@@ -190,9 +196,14 @@ export const guestService = (handlers: ServiceHandlers<typeof wire.Guest>): Serv
 export const replicationService = (
   handlers: ServiceHandlers<typeof wire.Replication>,
 ): ServiceRegistrar =>
-  Object.assign((s: grpc.Server) => addService(s, wire.Replication, handlers), {
-    serviceName: wire.Replication.typeName,
-  });
+  // The stream's chunk 0 is read by its own codec (decodePrimaryStreamBytes).
+  Object.assign(
+    (s: grpc.Server) =>
+      addService(s, wire.Replication, handlers, { stream: decodePrimaryStreamBytes }),
+    {
+      serviceName: wire.Replication.typeName,
+    },
+  );
 
 /**
  * A connection injector and the HTTP/2 server behind it, whose "session" events let the guest

@@ -142,6 +142,7 @@ export class PeerLinkShell {
       if (m.kind === "snapshot") traceSnapshotChunk("p.produced", m.chunk.index);
       if (m.kind === "snapshot" && m.chunk.index > 0 && outlet?.active) outlet.send(m);
       else if (!this.link.send(m)) this.blocked = true;
+      if (m.kind === "snapshot" && m.chunk.index === 0) traceSnapshotChunk("p.sent", 0);
     }
     outlet?.sweep();
     for (const event of sender.takeEvents()) this.deps.onEvent(event);

@@ -446,6 +446,7 @@ export class PrimaryDriver<S> {
       stream.fail(ErrorCode.NOT_PRIMARY, "this node streams to no standby");
       return;
     }
+    traceSnapshotChunk("p.pullOpened", request.kind === "hello" ? request.snapshotChunk : -1);
     const decision = this.outlet.open(stream, request);
     this.ports.observer.snapshotPull?.(decision, remote);
   }
@@ -453,6 +454,7 @@ export class PrimaryDriver<S> {
   // ---- replication plumbing ----
 
   private startSnapshot(): SnapshotSource {
+    traceSnapshotChunk("p.begun", 0);
     this.sequencer.flushMmio();
     const source = new SnapshotSource(
       this.backend,

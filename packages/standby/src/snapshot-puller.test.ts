@@ -2,7 +2,11 @@
 // chunk 0 came on the stream), once per snapshot, from the chunk the receiver needs next; a
 // pull that ended is opened again no sooner than PULL_RETRY_MS, from where the receiver got
 // to; a newer snapshot replaces the pull of an older one; close() cancels the pull in progress;
-// the port is warmed once, at the first look, and released by stop().
+// the port is warmed once, at the first look, and released by stop(); while the standby holds
+// no replica and pulls nothing the port is asked to connect ahead, never while it holds one or
+// pulls; a chunk 0 that starts a new snapshot has its pull opened before it is stepped (the
+// request the step would make), kept by the check after the step, closed if the step started
+// nothing, and none is opened early for a chunk 0 already seen or any other message.
 import type { PrimaryMessage, StandbyMessage } from "@vgpu-ha/common/core";
 import { describe, expect, it } from "vitest";
 import { Receiver } from "./core/receiver.js";
@@ -24,13 +28,16 @@ function setup() {
     1,
   );
   const opened: Opened[] = [];
-  const calls = { warm: 0, close: 0 };
+  const calls = { warm: 0, close: 0, preconnect: 0 };
   const port: SnapshotPullPort = {
     warm() {
       calls.warm++;
     },
     close() {
       calls.close++;
+    },
+    preconnect() {
+      calls.preconnect++;
     },
     open(request, deliver, done) {
       const o: Opened = { request: request as Opened["request"], deliver, done, cancelled: false };
@@ -150,5 +157,60 @@ describe("the snapshot puller", () => {
     puller.stop();
     expect(opened[0]!.cancelled).toBe(true);
     expect(calls.close).toBe(1);
+  });
+
+  it("asks the port to connect ahead only while it holds no replica and pulls nothing", () => {
+    const { receiver, opened, puller, calls } = setup();
+    puller.check(); // fresh: a snapshot will come
+    expect(calls.preconnect).toBe(1);
+    const [first, ...rest] = chunks(5);
+    receiver.step(first!);
+    puller.check(); // pulling now
+    expect(calls.preconnect).toBe(1);
+    for (const m of rest) opened[0]!.deliver(m);
+    opened[0]!.done("");
+    puller.check(); // a replica: nothing expected
+    expect(receiver.state).toBe("replica");
+    expect(calls.preconnect).toBe(1);
+  });
+
+  it("opens a new snapshot's pull before its chunk 0 is stepped, as the step would", () => {
+    const { receiver, opened, puller } = setup();
+    const [first, ...rest] = chunks(5);
+    puller.beforeStep(first!);
+    expect(opened).toHaveLength(1);
+    const early = opened[0]!.request;
+    receiver.step(first!);
+    expect(early).toEqual(receiver.pullRequest()); // the very request the step makes
+    puller.check();
+    expect(opened).toHaveLength(1);
+    expect(opened[0]!.cancelled).toBe(false);
+    for (const m of rest) opened[0]!.deliver(m);
+    expect(receiver.state).toBe("replica");
+    // The same chunk 0 again (a resent copy) opens nothing; nor does another message.
+    puller.beforeStep(first!);
+    puller.beforeStep(rest[0]!);
+    puller.beforeStep({ kind: "heartbeat", epoch: 1, sentUs: 1, lastSeq: 0, syncReplica: false });
+    expect(opened).toHaveLength(1);
+  });
+
+  it("closes an early pull whose chunk 0 started nothing", () => {
+    const { receiver, opened, puller } = setup();
+    receiver.raiseEpoch(3);
+    puller.beforeStep({ ...chunks(5)[0]!, epoch: 2 });
+    expect(opened).toHaveLength(0); // an older epoch: the step would refuse it
+    // A chunk 0 whose metadata the step refuses (a context of no session).
+    const bad = chunks(6)[0]!;
+    const refused = {
+      ...bad,
+      epoch: 3,
+      chunk: { ...bad.chunk, meta: { ...bad.chunk.meta!, sessions: [] } },
+    };
+    puller.beforeStep(refused);
+    expect(opened).toHaveLength(1);
+    receiver.step(refused);
+    expect(receiver.pullRequest()).toBeUndefined();
+    puller.check();
+    expect(opened[0]!.cancelled).toBe(true);
   });
 });

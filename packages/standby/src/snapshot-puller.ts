@@ -6,7 +6,15 @@
 // PULL_RETRY_MS. What arrives is stepped like the stream's messages (StandbyLink.pulled), and
 // the receiver's acks go back on the replication stream. The port is warmed at the first look
 // (the primary's first message): its connection is up before a snapshot's chunk 0 arrives.
-import type { PagesPlacer, PrimaryMessage, StandbyMessage } from "@vgpu-ha/common";
+// While the standby holds no replica (a snapshot follows) the port connects ahead, and a
+// chunk 0 starting a snapshot opens its pull before it is restored (beforeStep), so the
+// pull's hello, the primary's answer and its first chunks overlap that restore.
+import {
+  type PagesPlacer,
+  type PrimaryMessage,
+  type StandbyMessage,
+  traceSnapshotChunk,
+} from "@vgpu-ha/common";
 import type { Receiver } from "./core/receiver.js";
 import type { LinkLogger } from "./ports.js";
 
@@ -25,6 +33,12 @@ export interface SnapshotPullPort {
   ): () => void;
   /** Gets ready to open pulls soon (the daemon's connects to the primary); optional. */
   warm?(): void;
+  /**
+   * A pull is expected soon (this standby holds no replica: a snapshot follows): connect ahead,
+   * so that the pull's hello can go at once (the daemon's pages socket); optional, and called
+   * after every step while it holds: it keeps at most one connection waiting.
+   */
+  preconnect?(): void;
   /** Releases what the port holds (the daemon's connection); pulls are closed already. */
   close?(): void;
 }
@@ -60,16 +74,49 @@ export class SnapshotPuller {
       this.warmed = true;
       this.deps.port.warm?.();
     }
-    const request = this.deps.receiver.pullRequest();
-    if (request === undefined) return;
+    const receiver = this.deps.receiver;
+    const request = receiver.pullRequest();
+    const current = this.current;
+    if (current?.early === true) {
+      // Opened before its chunk 0 was stepped: kept if that chunk started its snapshot.
+      current.early = false;
+      if (request?.snapshotId !== current.snapshotId) this.close();
+    }
+    if (request === undefined) {
+      if (this.current === undefined && receiver.state !== "replica") this.deps.port.preconnect?.();
+      return;
+    }
     if (this.current?.snapshotId === request.snapshotId) return;
     const now = this.deps.now();
     const last = this.lastOpen;
     if (last.snapshotId === request.snapshotId && now - last.atMs < PULL_RETRY_MS) return;
+    this.open(request, false);
+  }
+
+  /**
+   * A message about to be stepped: a chunk 0 that starts a new snapshot has its pull opened
+   * now, before its metadata is restored (buffers allocated, the sessions' replies rebuilt):
+   * on a connection made ahead (preconnect) the hello goes at once, and the primary's answer
+   * and first chunks come while this thread restores. Nothing pulled is read before chunk 0
+   * is stepped (it arrives in later events of this thread), so pages placed in the replica
+   * find it restored. The check after the step keeps the pull, or closes it if chunk 0
+   * started nothing.
+   */
+  beforeStep(message: PrimaryMessage): void {
+    if (message.kind !== "snapshot") return;
+    const request = this.deps.receiver.pullRequestBefore(message.epoch, message.chunk);
+    if (request !== undefined && this.current?.snapshotId !== request.snapshotId) {
+      this.open(request, true);
+    }
+  }
+
+  private open(request: Extract<StandbyMessage, { kind: "hello" }>, early: boolean): void {
+    const now = this.deps.now();
     this.close();
     this.lastOpen = { snapshotId: request.snapshotId, atMs: now };
     this.opened++;
-    const pull: Pull = { snapshotId: request.snapshotId, cancel: () => {}, ended: false };
+    traceSnapshotChunk("s.pullOpen", request.snapshotChunk);
+    const pull: Pull = { snapshotId: request.snapshotId, cancel: () => {}, ended: false, early };
     pull.cancel = this.deps.port.open(
       request,
       (m) => {
@@ -118,4 +165,6 @@ interface Pull {
   readonly snapshotId: number;
   cancel: () => void;
   ended: boolean;
+  /** Opened before its chunk 0 was stepped, not yet confirmed by the check after it. */
+  early: boolean;
 }

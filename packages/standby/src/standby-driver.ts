@@ -104,6 +104,7 @@ export class StandbyDriver<G, V extends EtcdReading = EtcdReading> {
       ...(deps.onRefused ? { onRefused: deps.onRefused } : {}),
       muted: () => this.machine.holdingTakeover,
       heardWhileMuted: () => this.run(this.machine.primaryHeard()),
+      beforeStep: (m) => this.puller?.beforeStep(m),
       onStep: (m) => {
         deps.observer.stepped?.(m);
         this.afterStep();

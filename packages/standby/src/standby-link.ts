@@ -38,6 +38,7 @@ export class StandbyLink {
   private readonly onRefused: ((refusal: StreamRefusal, remote: string) => void) | undefined;
   private readonly muted: () => boolean;
   private readonly heardWhileMuted: (() => void) | undefined;
+  private readonly beforeStep: ((message: PrimaryMessage) => void) | undefined;
   private link: Link<StandbyMessage, PrimaryMessage> | undefined;
   /** Streams refused before they became the live one (for tests and status). */
   refusedStreams = 0;
@@ -73,6 +74,8 @@ export class StandbyLink {
      * off, which unmutes the stream, and the message is then taken as usual).
      */
     heardWhileMuted?: () => void;
+    /** A message of the live stream is about to be stepped (SnapshotPuller.beforeStep). */
+    beforeStep?: (message: PrimaryMessage) => void;
   }) {
     this.receiver = deps.receiver;
     this.logger = deps.logger;
@@ -82,6 +85,7 @@ export class StandbyLink {
     this.onRefused = deps.onRefused;
     this.muted = deps.muted ?? (() => false);
     this.heardWhileMuted = deps.heardWhileMuted;
+    this.beforeStep = deps.beforeStep;
   }
 
   get connected(): boolean {
@@ -149,6 +153,10 @@ export class StandbyLink {
         if (message.kind === "hello") link.send(receiver.answerHello(message));
       }
       if (message.epoch >= receiver.epoch) this.lastMessageMs = this.now();
+      // Chunk 0 (the metadata) comes on the stream: its arrival and restore are traced too.
+      const chunk = message.kind === "snapshot" ? message.chunk.index : -1;
+      if (chunk >= 0) traceSnapshotChunk("s.received", chunk);
+      this.beforeStep?.(message);
       this.stepping = true;
       let replies: StandbyMessage[];
       try {
@@ -156,6 +164,7 @@ export class StandbyLink {
       } finally {
         this.stepping = false;
       }
+      if (chunk >= 0) traceSnapshotChunk("s.stepped", chunk);
       for (const out of replies) link.send(out);
       this.onStep(message);
     });

@@ -64,8 +64,16 @@ const deserializer =
   (bytes: Buffer): MessageShape<D> =>
     fromBinary(schema, bytes);
 
+/**
+ * A method's own request deserializer, by its local name, in place of fromBinary: it must give
+ * what fromBinary gives, or what the method's handler knows how to read (the replication
+ * stream's chunk 0: wire/replication-codec.ts decodePrimaryStreamBytes).
+ */
+export type RequestDecoders = Readonly<Record<string, (bytes: Buffer) => unknown>>;
+
 export function grpcServiceDefinition<S extends GenService<GenServiceMethods>>(
   service: S,
+  requestDecoders: RequestDecoders = {},
 ): grpc.ServiceDefinition {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
@@ -76,7 +84,7 @@ export function grpcServiceDefinition<S extends GenService<GenServiceMethods>>(
       requestStream: kind === "client_streaming" || kind === "bidi_streaming",
       responseStream: kind === "server_streaming" || kind === "bidi_streaming",
       requestSerialize: serializer(method.input) as (m: unknown) => Buffer,
-      requestDeserialize: deserializer(method.input),
+      requestDeserialize: requestDecoders[method.localName] ?? deserializer(method.input),
       responseSerialize: serializer(method.output) as (m: unknown) => Buffer,
       responseDeserialize: deserializer(method.output),
     };
@@ -88,9 +96,10 @@ export function addService<S extends GenService<GenServiceMethods>>(
   server: grpc.Server,
   service: S,
   handlers: ServiceHandlers<S>,
+  requestDecoders?: RequestDecoders,
 ): void {
   server.addService(
-    grpcServiceDefinition(service),
+    grpcServiceDefinition(service, requestDecoders),
     handlers as unknown as grpc.UntypedServiceImplementation,
   );
 }

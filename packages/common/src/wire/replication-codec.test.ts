@@ -1,7 +1,8 @@
 // Proves the replication codec is lossless for every message kind (domain → proto → bytes →
 // proto → domain), that decoded bytes are copies detached from the receive buffer, and that
 // malformed messages decode to MalformedError, never a throw (an over-long hello version or
-// lineage too).
+// lineage too); and that a stream's own encoder and its request deserializer (chunk 0 as bytes
+// of its own codec) give the same bytes and the same domain messages as the generated code.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import type { Entry } from "../core/entries.js";
@@ -14,13 +15,17 @@ import {
   PrimaryMessageSchema,
   ResyncReason,
   StandbyMessageSchema,
+  type PrimaryMessage as WirePrimaryMessage,
 } from "../gen/vgpu/v1/replication_pb.js";
 import { MalformedError } from "./call-codec.js";
 import {
   decodePrimaryMessage,
+  decodePrimaryStreamBytes,
   decodeStandbyMessage,
   encodePrimaryMessage,
   encodeStandbyMessage,
+  primaryDecoder,
+  primaryEncoder,
 } from "./replication-codec.js";
 
 type AckMessage = Extract<StandbyMessage, { kind: "ack" }>;
@@ -306,6 +311,24 @@ describe("replication codec", () => {
     primaryMessages.map((m, i) => [i, m.kind, m] as const),
   )("round-trips primary message %i (%s)", (_i, _kind, m) => {
     expect(roundTripPrimary(m)).toEqual(m);
+  });
+
+  it("sends each primary message over a stream's encoder and deserializer as the generated code does", () => {
+    const encode = primaryEncoder();
+    const decode = primaryDecoder();
+    for (const m of primaryMessages) {
+      const out: unknown = encode(m);
+      const sent =
+        out instanceof Uint8Array ? out : toBinary(PrimaryMessageSchema, out as WirePrimaryMessage);
+      // Chunk 0 goes as bytes of its own codec; every other kind as before.
+      const isMeta = m.kind === "snapshot" && m.chunk.meta !== undefined;
+      expect(out instanceof Uint8Array, m.kind).toBe(isMeta);
+      expect(decode(decodePrimaryStreamBytes(sent))).toEqual(m);
+      // Entry batches intern names per stream: their bytes are the stream's own.
+      if (m.kind === "entries") continue;
+      expect(Buffer.from(sent).equals(Buffer.from(primaryBytes(m))), m.kind).toBe(true);
+      expect(decodePrimaryMessage(decodePrimaryStreamBytes(sent))).toEqual(m);
+    }
   });
 
   it.each(entries.map((e) => [e.body.kind, e] as const))("round-trips a %s entry", (_k, e) => {

@@ -3,7 +3,7 @@
 // 64-bit number is a MalformedError. Bytes decoded from grpc are views into the receive buffer,
 // and the receiver keeps entries and snapshot pages, so every decoded bytes field is copied.
 // Entries are converted in entry-codec.ts, snapshot chunks in snapshot-codec.ts.
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import type { Entry } from "../core/entries.js";
 import { LINEAGE_MAX_CHARS } from "../core/lineage.js";
 import type {
@@ -41,6 +41,7 @@ import { catching, malformed } from "./decode-guards.js";
 import { decodeEntryBatch } from "./entry-codec.js";
 import { EntryPacker, EntryUnpacker, packEntries } from "./entry-pack.js";
 import { decodeChunk, encodeChunk } from "./snapshot-codec.js";
+import { decodeMetaChunk, encodeMetaChunk, looksLikeMetaChunk } from "./snapshot-meta-bytes.js";
 
 export { encodeEntryBatchUnpacked } from "./entry-codec.js";
 
@@ -58,7 +59,14 @@ const RESYNC_TO_WIRE = {
  */
 export function primaryEncoder(): (m: PrimaryMessage) => WirePrimaryMessage {
   const packer = new EntryPacker();
-  return (m) => encodeWith(m, (entries) => packer.pack(entries));
+  return (m) => {
+    // A snapshot's chunk 0 as its bytes (snapshot-meta-bytes.ts): the stream's serializer
+    // sends a Uint8Array as it is (grpc/service-adapter.ts).
+    if (m.kind === "snapshot" && m.chunk.meta !== undefined && m.chunk.pages.length === 0) {
+      return encodeMetaChunk(m.epoch, m.chunk) as unknown as WirePrimaryMessage;
+    }
+    return encodeWith(m, (entries) => packer.pack(entries));
+  };
 }
 
 /** A message on its own (an entry batch with a name table of its own): tests and tools. */
@@ -130,15 +138,35 @@ function encodePrimaryKind(m: PrimaryMessage, pack: Pack): WirePrimaryMessage["k
   }
 }
 
+/** A stream message whose domain form was read straight from its bytes (chunk 0). */
+const PREDECODED = Symbol("vgpu.predecoded");
+type Predecoded = WirePrimaryMessage & { readonly [PREDECODED]?: PrimaryMessage };
+
+/**
+ * The replication stream's request deserializer (servers.ts): a snapshot's chunk 0 is read by
+ * its own codec (snapshot-meta-bytes.ts) and carried, decoded, to primaryDecoder; every other
+ * message (and a chunk 0 that codec leaves alone) by the generated code, as before.
+ */
+export function decodePrimaryStreamBytes(bytes: Uint8Array): WirePrimaryMessage {
+  if (looksLikeMetaChunk(bytes)) {
+    const m = decodeMetaChunk(bytes);
+    if (m !== undefined) {
+      const w = create(PrimaryMessageSchema, { epoch: BigInt(m.epoch) });
+      return Object.assign(w, { [PREDECODED]: m });
+    }
+  }
+  return fromBinary(PrimaryMessageSchema, bytes);
+}
+
 /** The decoder of one replication stream (see primaryEncoder). */
 export function primaryDecoder(): (w: WirePrimaryMessage) => PrimaryMessage | MalformedError {
   const unpacker = new EntryUnpacker();
-  return (w) => catching(() => decodePrimaryOrThrow(w, unpacker));
+  return (w) => (w as Predecoded)[PREDECODED] ?? catching(() => decodePrimaryOrThrow(w, unpacker));
 }
 
 /** A message on its own (an entry batch with a name table of its own): tests and tools. */
 export function decodePrimaryMessage(w: WirePrimaryMessage): PrimaryMessage | MalformedError {
-  return catching(() => decodePrimaryOrThrow(w, undefined));
+  return (w as Predecoded)[PREDECODED] ?? catching(() => decodePrimaryOrThrow(w, undefined));
 }
 
 function decodePrimaryOrThrow(

@@ -3,6 +3,8 @@
 // backend with the device checked at start and later ones with freshly opened devices; a
 // backend that cannot start (no adapter, a golden vector naming its kernel) refuses the start
 // (DeviceStartError: vgpud exit 2) or, with device.webgpu.onFailure: model, falls back saying why.
+// The model on its thread starts its first device with the node (firstStartedNow): made at once,
+// handed to the first backend, later ones made when asked; close() ends only one not handed out.
 import { parseConfig } from "@vgpu-ha/common";
 import { type DeviceExecutor, InlineExecutor } from "@vgpu-ha/gpu-model";
 import { describe, expect, it } from "vitest";
@@ -10,6 +12,7 @@ import { DeferredExecutor } from "./deferred-executor.js";
 import {
   DeviceStartError,
   deviceStatus,
+  firstStartedNow,
   modelKernelContract,
   setUpDevice,
 } from "./device-setup.js";
@@ -154,5 +157,52 @@ describe("setUpDevice", () => {
   it("testing.kernelContractVersion overrides the announced contract", async () => {
     const device = await setUpDevice(config({}, { kernelContractVersion: 9 }), quiet);
     expect(device.kernelContract).toBe(9);
+  });
+
+  it("the model on its thread has its first device started with the node", async () => {
+    const device = await setUpDevice(config({ thread: "worker" }), quiet);
+    expect(device.executor).toBeDefined();
+    expect(device.close).toBeDefined();
+    device.close?.(); // the spare's thread ends
+    const inline = await setUpDevice(config({ thread: "inline" }), quiet);
+    expect(inline.executor).toBeUndefined();
+  });
+});
+
+describe("firstStartedNow", () => {
+  class Counted extends InlineExecutor {
+    closed = false;
+    override close(): void {
+      this.closed = true;
+      super.close();
+    }
+  }
+
+  /** firstStartedNow over a factory that records what it made. */
+  function counted() {
+    const made: Counted[] = [];
+    const factory = firstStartedNow(() => {
+      const e = new Counted();
+      made.push(e);
+      return e;
+    });
+    return { made, factory };
+  }
+
+  it("makes the first executor at once, hands it out first, then makes one per ask", () => {
+    const { made, factory } = counted();
+    expect(made).toHaveLength(1); // started before any backend asked
+    expect(factory()).toBe(made[0]);
+    expect(made).toHaveLength(1);
+    expect(factory()).toBe(made[1]);
+    factory.close(); // nothing spare: the handed-out ones are their backends' to close
+    expect(made.map((e) => e.closed)).toEqual([false, false]);
+  });
+
+  it("close() ends a first executor no backend took", () => {
+    const { made, factory } = counted();
+    factory.close();
+    expect(made[0]!.closed).toBe(true);
+    expect(factory()).toBe(made[1]); // asked later: a new one
   });
 });

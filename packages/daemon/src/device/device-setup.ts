@@ -38,6 +38,8 @@ export interface DeviceSetup {
   readonly fallbackReason?: string;
   /** The executor of each new backend's device (undefined: inline on the event loop). */
   readonly executor: ExecutorFactory | undefined;
+  /** Ends the device started ahead that no backend took (the node stops). */
+  readonly close?: () => void;
 }
 
 /** The webgpu backend could not start and the config says to stop (vgpud exit 2). */
@@ -75,13 +77,39 @@ export function modelExecutor(config: Config): ExecutorFactory | undefined {
 }
 
 function modelSetup(config: Config, fallbackReason?: string): DeviceSetup {
+  const factory = modelExecutor(config);
+  const started = factory && firstStartedNow(factory);
   return {
     backend: "model",
     kernelContract: kernelContract(config),
     description: "model",
     ...(fallbackReason !== undefined ? { fallbackReason } : {}),
-    executor: modelExecutor(config),
+    executor: started,
+    ...(started ? { close: () => started.close() } : {}),
   };
+}
+
+/**
+ * Executors of `factory`, the first of them made now: a device thread loads its code for
+ * 0.1-0.2 s before it runs anything (measured on the shared 2-core box), and a fresh standby's
+ * first backend is made by its first snapshot's chunk 0, whose pages then waited for that
+ * thread, which also took CPU from the start of the pull. Made with the node, it has started
+ * by then; later backends (a snapshot replacing a replica) start theirs as before.
+ */
+export function firstStartedNow(factory: ExecutorFactory): ExecutorFactory & { close(): void } {
+  let spare: DeviceExecutor | undefined = factory();
+  const next = () => {
+    const executor = spare ?? factory();
+    spare = undefined;
+    return executor;
+  };
+  // Closing ends the spare only: an executor handed out is its backend's to close.
+  return Object.assign(next, {
+    close: () => {
+      spare?.close();
+      spare = undefined;
+    },
+  });
 }
 
 export async function setUpDevice(config: Config, deps: DeviceSetupDeps): Promise<DeviceSetup> {

@@ -21,6 +21,9 @@ export function pagesPullPort(
     warm() {
       if (grpcOnly()) grpc.warm?.();
     },
+    preconnect() {
+      if (!grpcOnly()) pages.preconnect?.();
+    },
     close() {
       grpc.close?.();
     },

@@ -7,7 +7,9 @@
 // from another CA; a port without the socket (an older primary) is told apart and the pull goes
 // to gRPC instead; a connection cut in the middle of a frame ends the pull with that reason;
 // a chunk's receive buffer is reused for a later chunk once given back (pagesReturn, as the
-// device does after writing it), and never while it is held.
+// device does after writing it), and never while it is held; a connection made ahead
+// (preconnect) carries the next pull, and one the primary dropped for want of a hello is made
+// again.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
@@ -37,7 +39,7 @@ import {
 import { FRAME, frameHead, HELLO_BYTES_MAX, PAGES_MAGIC } from "./snapshot-pull-frames.js";
 import { pagesPullPort } from "./snapshot-pull-port.js";
 import { servePagesSocket } from "./snapshot-pull-serve.js";
-import { pagesClient } from "./snapshot-pull-socket.js";
+import { type PagesClient, pagesClient } from "./snapshot-pull-socket.js";
 
 const MiB = 1024 ** 2;
 const CHUNKS = 4;
@@ -114,10 +116,15 @@ function rawExchange(
   });
 }
 
-async function primaryPort(port: PortOptions, outlet = snapshotOutlet()): Promise<string> {
+async function primaryPort(
+  port: PortOptions,
+  outlet = snapshotOutlet(),
+  onConnection: () => void = () => undefined,
+): Promise<string> {
   const server = await startGrpcServer("127.0.0.1:0", 4 * MiB, replicationService(noGrpc), {
     ...port,
-    pages: (socket) =>
+    pages: (socket) => {
+      onConnection();
       servePagesSocket(
         socket,
         (request, stream) => {
@@ -125,7 +132,8 @@ async function primaryPort(port: PortOptions, outlet = snapshotOutlet()): Promis
           else outlet.open(stream, request);
         },
         HELLO_TIMEOUT_MS,
-      ),
+      );
+    },
   });
   servers.push(server);
   return `127.0.0.1:${server.port}`;
@@ -171,7 +179,46 @@ function expectAllChunks(p: Pulled): void {
   }
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A pull on `client` (made once: a connection made ahead belongs to it). */
+function pullOn(client: PagesClient, request: StandbyMessage): Promise<Pulled> {
+  const got: PrimaryMessage[] = [];
+  return new Promise((resolve) =>
+    client.open(
+      request,
+      (m) => got.push(m),
+      (reason, foreign) => resolve({ got, reason, foreign }),
+    ),
+  );
+}
+
 describe("a pull over the pages socket", () => {
+  it("takes the connection made ahead (preconnect) for the next pull", async () => {
+    let connections = 0;
+    const address = await primaryPort({}, snapshotOutlet(), () => connections++);
+    const client = pagesClient({ address, maxMessageBytes: 4 * MiB });
+    client.preconnect?.();
+    client.preconnect?.(); // one waits at most
+    await sleep(50);
+    expect(connections).toBe(1);
+    expectAllChunks(await pullOn(client, hello()));
+    expect(connections).toBe(1);
+  });
+
+  it("makes again a connection the primary dropped for want of a hello", async () => {
+    let connections = 0;
+    const address = await primaryPort({}, snapshotOutlet(), () => connections++);
+    const client = pagesClient({ address, maxMessageBytes: 4 * MiB });
+    client.preconnect?.();
+    await sleep(HELLO_TIMEOUT_MS + 200); // the primary closed it
+    client.preconnect?.();
+    await sleep(50);
+    expect(connections).toBe(2);
+    expectAllChunks(await pullOn(client, hello()));
+    expect(connections).toBe(2);
+  });
+
   it("delivers every chunk from the one asked, each its own buffer, then ends (plaintext)", async () => {
     expectAllChunks(await pull(await primaryPort({}), hello()));
   });

@@ -12,7 +12,8 @@
 // Given a placer (the receiver's: the replica being restored, where the device's memory is
 // this thread's), a chunk's runs are read straight into the replica's buffers instead
 // (snapshot-pull-place.ts); the frame's buffer then holds only the heads and goes back to the
-// pool at once.
+// pool at once. A standby expecting a snapshot connects ahead (preconnect): the pull then
+// writes its hello at once on that connection.
 import { connect as netConnect, type Socket } from "node:net";
 import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from "node:tls";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -25,6 +26,7 @@ import {
   type PrimaryMessage,
   type StandbyMessage,
   type TlsFiles,
+  traceSnapshotChunk,
   wire,
 } from "@vgpu-ha/common";
 import { ReceivePool } from "./receive-pool.js";
@@ -59,105 +61,165 @@ export interface PagesClient {
     done: PagesDone,
     place?: PagesPlacer,
   ): () => void;
+  /**
+   * Connects ahead of a pull expected soon (a standby that holds no replica: its snapshot
+   * follows): the next open() takes that connection and writes its hello at once, without
+   * waiting for this thread to see the connection up. At most one waits; one the primary
+   * closed (it drops a connection without a hello after HELLO_TIMEOUT_MS) is made again.
+   */
+  preconnect?(): void;
 }
 
 const REFUSAL_BYTES_MAX = 4 + 1024;
 
 export function pagesClient(o: PagesClientOptions): PagesClient {
+  let spare: PagesConnection | undefined;
   return {
-    open: (request, deliver, done, place) => openPull(o, request, deliver, done, place),
+    open(request, deliver, done, place) {
+      const c = spare?.idle ? spare : new PagesConnection(o);
+      spare = undefined;
+      return c.attach({ request, deliver, done, place });
+    },
+    preconnect() {
+      if (spare?.idle !== true) spare = new PagesConnection(o);
+    },
   };
 }
 
-function openPull(
-  o: PagesClientOptions,
-  request: StandbyMessage,
-  deliver: (m: PrimaryMessage) => void,
-  done: PagesDone,
-  place: PagesPlacer | undefined,
-): () => void {
-  const pool = new ReceivePool();
-  let placed: PlacedChunkReader | undefined;
-  const reader = new FrameReader({
-    accepts: {
-      [FRAME.accepted]: 0,
-      [FRAME.refused]: REFUSAL_BYTES_MAX,
-      [FRAME.chunk]: o.maxMessageBytes,
-      [FRAME.end]: 0,
-    },
-    alloc: (bytes) => pool.take(bytes), // alone in its ArrayBuffer, moved to the device and back
-    payload: (kind, buf) => {
-      placed =
-        kind === FRAME.chunk && accepted && place !== undefined
-          ? new PlacedChunkReader(buf, place)
-          : undefined;
-      return placed;
-    },
-  });
-  let finished = false;
-  let accepted = false;
-  const finish = (reason: string, foreign = false) => {
-    if (finished) return;
-    finished = true;
-    pool.close();
-    socket.destroy();
-    done(reason, foreign);
-  };
-  const frame = (f: Frame) => {
-    if (f.kind === FRAME.refused) {
+interface PullOfConnection {
+  readonly request: StandbyMessage;
+  readonly deliver: (m: PrimaryMessage) => void;
+  readonly done: PagesDone;
+  readonly place: PagesPlacer | undefined;
+}
+
+/**
+ * One connection, one pull: made, then given its pull (attach), whose hello goes out as soon
+ * as the connection is up (at once when it already is). Idle, it waits for a pull and ends
+ * quietly if the primary closes it or does not speak the pages socket (the pull made later on
+ * a new connection says why).
+ */
+class PagesConnection {
+  private readonly socket: Socket;
+  private readonly pool = new ReceivePool();
+  private readonly reader: FrameReader;
+  private pull: PullOfConnection | undefined;
+  private placed: PlacedChunkReader | undefined;
+  /** Connected (TLS: secured, and the primary chose PAGES_ALPN). */
+  private up = false;
+  private finished = false;
+  private accepted = false;
+
+  constructor(o: PagesClientOptions) {
+    this.reader = new FrameReader({
+      accepts: {
+        [FRAME.accepted]: 0,
+        [FRAME.refused]: REFUSAL_BYTES_MAX,
+        [FRAME.chunk]: o.maxMessageBytes,
+        [FRAME.end]: 0,
+      },
+      // alone in its ArrayBuffer, moved to the device and back
+      alloc: (bytes) => this.pool.take(bytes),
+      payload: (kind, buf) => {
+        const place = this.pull?.place;
+        this.placed =
+          kind === FRAME.chunk && this.accepted && place !== undefined
+            ? new PlacedChunkReader(buf, place)
+            : undefined;
+        return this.placed;
+      },
+    });
+    const onread: OnRead = {
+      buffer: () => this.reader.target(),
+      callback: (n: number) => {
+        if (this.finished) return false;
+        const r = this.reader.filled(n);
+        if (r instanceof FrameError) this.finish(`pages socket: ${r.message}`, r.foreign);
+        else if (r !== undefined) this.frame(r);
+        return !this.finished;
+      },
+    };
+    const { host, port } = hostPort(o.address);
+    this.socket =
+      o.tls === undefined
+        ? netConnect({ host, port, noDelay: true, onread }, () => this.connected())
+        : dialTls(host, port, o.tls, onread, (alpn) => {
+            // An older primary offers h2 alone: it serves PullSnapshot, not this.
+            if (alpn !== PAGES_ALPN) this.finish("the primary offers no pages socket", true);
+            else this.connected();
+          });
+    this.socket.on("error", (e) => this.finish(e.message));
+    this.socket.on("close", () =>
+      this.finish(
+        this.accepted
+          ? "connection closed mid-pull"
+          : this.reader.greeted
+            ? "connection closed before the primary's answer"
+            : "connection closed",
+      ),
+    );
+  }
+
+  /** Waiting for a pull, and usable for one. */
+  get idle(): boolean {
+    return this.pull === undefined && !this.finished;
+  }
+
+  /** Gives the connection its pull: the hello goes now if the connection is up. */
+  attach(pull: PullOfConnection): () => void {
+    this.pull = pull;
+    if (this.up) this.hello();
+    return () => this.finish("cancelled");
+  }
+
+  /** Up: the magic goes at once (the primary's port routes the connection on it). */
+  private connected(): void {
+    this.up = true;
+    this.socket.write(PAGES_MAGIC);
+    if (this.pull !== undefined) this.hello();
+  }
+
+  private hello(): void {
+    traceSnapshotChunk("s.pullConnected", 0);
+    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(this.pull!.request));
+    this.socket.write(frameOf(FRAME.hello, bytes));
+  }
+
+  private frame(f: Frame): void {
+    const pull = this.pull;
+    if (pull === undefined) {
+      this.finish(`pages socket: frame ${f.kind} before any hello`);
+    } else if (f.kind === FRAME.refused) {
       const r = parseRefused(f.payload);
-      finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
-    } else if (!accepted) {
-      if (f.kind === FRAME.accepted) accepted = true;
-      else finish(`pages socket: frame ${f.kind} before the primary's answer`);
+      this.finish(`${ErrorCode[r.code as ErrorCode] ?? r.code}: ${r.message}`);
+    } else if (!this.accepted) {
+      if (f.kind === FRAME.accepted) {
+        this.accepted = true;
+        traceSnapshotChunk("s.pullAccepted", 0);
+      } else this.finish(`pages socket: frame ${f.kind} before the primary's answer`);
     } else if (f.kind === FRAME.chunk && f.parsed !== undefined) {
       const m = f.parsed as PrimaryMessage;
-      const allPlaced = placed!.allPlaced;
-      placed = undefined;
-      deliver(allPlaced ? m : withPooledPages(m, f.payload, pool));
+      const allPlaced = this.placed!.allPlaced;
+      this.placed = undefined;
+      pull.deliver(allPlaced ? m : withPooledPages(m, f.payload, this.pool));
       // Only heads were read into it: nothing views it any more.
-      if (allPlaced) pool.give([f.payload.buffer as ArrayBuffer]);
+      if (allPlaced) this.pool.give([f.payload.buffer as ArrayBuffer]);
     } else if (f.kind === FRAME.chunk) {
       const m = chunkOf(f.payload);
-      if (m instanceof Error) finish(`malformed message: ${m.message}`);
-      else deliver(withPooledPages(m, f.payload, pool));
-    } else if (f.kind === FRAME.end) finish("");
-    else finish(`pages socket: frame ${f.kind} after the answer`);
-  };
-  const onread: OnRead = {
-    buffer: () => reader.target(),
-    callback: (n: number) => {
-      if (finished) return false;
-      const r = reader.filled(n);
-      if (r instanceof FrameError) finish(`pages socket: ${r.message}`, r.foreign);
-      else if (r !== undefined) frame(r);
-      return !finished;
-    },
-  };
-  const { host, port } = hostPort(o.address);
-  const hello = () => {
-    const bytes = toBinary(wire.StandbyMessageSchema, encodeStandbyMessage(request));
-    socket.write(Buffer.concat([PAGES_MAGIC, frameOf(FRAME.hello, bytes)]));
-  };
-  const socket: Socket =
-    o.tls === undefined
-      ? netConnect({ host, port, noDelay: true, onread }, hello)
-      : dialTls(host, port, o.tls, onread, (alpn) => {
-          // An older primary offers h2 alone: it serves PullSnapshot, not this.
-          if (alpn !== PAGES_ALPN) finish("the primary offers no pages socket", true);
-          else hello();
-        });
-  socket.on("error", (e) => finish(e.message));
-  socket.on("close", () =>
-    finish(
-      accepted
-        ? "connection closed mid-pull"
-        : reader.greeted
-          ? "connection closed before the primary's answer"
-          : "connection closed",
-    ),
-  );
-  return () => finish("cancelled");
+      if (m instanceof Error) this.finish(`malformed message: ${m.message}`);
+      else pull.deliver(withPooledPages(m, f.payload, this.pool));
+    } else if (f.kind === FRAME.end) this.finish("");
+    else this.finish(`pages socket: frame ${f.kind} after the answer`);
+  }
+
+  /** Ends the connection; a pull attached is told why (an idle one ends quietly). */
+  private finish(reason: string, foreign = false): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.pool.close();
+    this.socket.destroy();
+    this.pull?.done(reason, foreign);
+  }
 }
 
 /** Mutual TLS as the replication stream's, offering PAGES_ALPN (h2 too, so an older primary

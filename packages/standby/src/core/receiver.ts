@@ -233,6 +233,24 @@ export class Receiver {
   }
 
   /**
+   * The pull request that `chunk`, once stepped, would make (the hello naming its snapshot, from
+   * chunk 1), while it is not stepped yet: it starts a new snapshot (a chunk 0 newer than any
+   * seen on this connection, with metadata, at an epoch we answer). Undefined otherwise. Lets
+   * the pull open before chunk 0's metadata is restored (SnapshotPuller.beforeStep).
+   */
+  pullRequestBefore(
+    epoch: number,
+    chunk: SnapshotChunk,
+  ): Extract<StandbyMessage, { kind: "hello" }> | undefined {
+    const starts =
+      chunk.index === 0 &&
+      chunk.meta !== undefined &&
+      chunk.snapshotId > this.newestSnapshotId &&
+      epoch >= this.epoch; // step() takes the message's epoch
+    return starts ? { ...this.helloMessage("snapshot", chunk.snapshotId, 1), epoch } : undefined;
+  }
+
+  /**
    * Where a pulled chunk's run may be read straight into the replica being restored (the
    * snapshot sink's place()): only for the chunk it expects next.
    */
@@ -243,17 +261,21 @@ export class Receiver {
     return this.sink?.place(chunk, run);
   }
 
-  private helloMessage(): Extract<StandbyMessage, { kind: "hello" }> {
-    const lineage = this.state === "replica" ? (this.backend?.lineage ?? "") : "";
+  private helloMessage(
+    state = this.state,
+    snapshotId = this.sink?.snapshotId ?? 0,
+    snapshotChunk = this.sink?.received ?? 0,
+  ): Extract<StandbyMessage, { kind: "hello" }> {
+    const lineage = state === "replica" ? (this.backend?.lineage ?? "") : "";
     return {
       kind: "hello",
       epoch: this.epoch,
       clusterId: this.options.clusterId,
       nodeId: this.options.nodeId,
-      empty: this.state !== "replica",
+      empty: state !== "replica",
       lastAppliedSeq: this.appliedSeq,
-      snapshotId: this.sink?.snapshotId ?? 0,
-      snapshotChunk: this.sink?.received ?? 0,
+      snapshotId,
+      snapshotChunk,
       ...(this.options.pullsSnapshots ? { pullsSnapshots: true } : {}),
       ...(lineage !== "" ? { lineage } : {}),
       // Without a version: this build's protocol (a hello without one is protocol 1).
