@@ -13,6 +13,7 @@ import {
   type PagesPlacer,
   type PrimaryMessage,
   type SnapshotChunk,
+  type SnapshotPages,
   wire,
 } from "@vgpu-ha/common";
 import fc from "fast-check";
@@ -121,6 +122,11 @@ function readAll(bytes: Uint8Array, steps: readonly number[], placer: PagesPlace
   return frames;
 }
 
+/** A chunk of snapshot 9 holding one run of pages. */
+function oneRun(index: number, run: SnapshotPages): SnapshotChunk {
+  return { snapshotId: 9, atSeq: 100, index, last: false, meta: undefined, pages: [run] };
+}
+
 function wireOf(made: Made): { payload: Uint8Array; bytes: Uint8Array } {
   const payload = encodePulledChunk(made.epoch, made.chunk);
   const bytes = Buffer.concat([
@@ -175,15 +181,7 @@ describe("PlacedChunkReader", () => {
 
   it("reads a head at most HEAD_READ_BYTES at a time, and a placed run's bytes only into it", () => {
     const data = Uint8Array.from({ length: 3 * PAGE }, (_, i) => i % 253);
-    const chunk: SnapshotChunk = {
-      snapshotId: 9,
-      atSeq: 100,
-      index: 2,
-      last: false,
-      meta: undefined,
-      pages: [{ context: 1, bo: 2, firstPage: 5, data }],
-    };
-    const payload = encodePulledChunk(3, chunk);
+    const payload = encodePulledChunk(3, oneRun(2, { context: 1, bo: 2, firstPage: 5, data }));
     const buf = new Uint8Array(payload.byteLength).fill(0xaa);
     const memory = new Uint8Array(data.byteLength);
     const reader = new PlacedChunkReader(buf, () => ({ into: memory, live: () => true }));
@@ -207,15 +205,7 @@ describe("PlacedChunkReader", () => {
 
   it("stops before writing another byte once its placement is not live", () => {
     const data = new Uint8Array(4 * PAGE).fill(0x11);
-    const chunk: SnapshotChunk = {
-      snapshotId: 1,
-      atSeq: 1,
-      index: 1,
-      last: true,
-      meta: undefined,
-      pages: [{ context: 0, bo: 1, firstPage: 0, data }],
-    };
-    const payload = encodePulledChunk(1, chunk);
+    const payload = encodePulledChunk(1, oneRun(1, { context: 0, bo: 1, firstPage: 0, data }));
     const memory = new Uint8Array(data.byteLength);
     let live = true;
     const placement: PagesPlacement = { into: memory, live: () => live };
